@@ -1,0 +1,210 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func init() {
+	SchemeBuilder.Register(&Cluster{}, &ClusterList{}, &ClusterGroup{}, &ClusterGroupList{})
+}
+
+// Cluster is one managed (downstream) cluster, registered by its agent or
+// imported by the manager from a kubeconfig Secret.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyBundles`
+// +kubebuilder:printcolumn:name="Nodes-Ready",type=string,JSONPath=`.status.display.readyNodes`
+// +kubebuilder:printcolumn:name="Sample-Node",type=string,JSONPath=`.status.display.sampleNode`
+// +kubebuilder:printcolumn:name="Last-Seen",type=string,JSONPath=`.status.agent.lastSeen`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec ClusterSpec `json:"spec,omitempty"`
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Clusters.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+// ClusterSpec is the desired state of a Cluster.
+type ClusterSpec struct {
+	// Paused stops BundleDeployment updates for this cluster.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// ClientID is the cluster's identity as presented by its agent. It
+	// defaults to the UID of the downstream kube-system namespace.
+	// +optional
+	ClientID string `json:"clientID,omitempty"`
+	// KubeConfigSecret names a Secret (key "value") with a kubeconfig the
+	// manager uses once to install the agent (manager-initiated import).
+	// +optional
+	KubeConfigSecret string `json:"kubeConfigSecret,omitempty"`
+	// KubeConfigSecretNamespace defaults to the Cluster's namespace.
+	// +optional
+	KubeConfigSecretNamespace string `json:"kubeConfigSecretNamespace,omitempty"`
+	// RedeployAgentGeneration: bump to redeploy the agent.
+	// +optional
+	RedeployAgentGeneration int64 `json:"redeployAgentGeneration,omitempty"`
+	// +optional
+	AgentEnvVars []corev1.EnvVar `json:"agentEnvVars,omitempty"`
+	// +optional
+	AgentNamespace string `json:"agentNamespace,omitempty"`
+	// +optional
+	PrivateRepoURL string `json:"privateRepoURL,omitempty"`
+	// TemplateValues are exposed as .ClusterValues to fleet.yaml templates.
+	// +optional
+	TemplateValues *GenericMap `json:"templateValues,omitempty"`
+	// +optional
+	AgentTolerations []corev1.Toleration `json:"agentTolerations,omitempty"`
+	// +optional
+	AgentAffinity *corev1.Affinity `json:"agentAffinity,omitempty"`
+	// +optional
+	AgentResources *corev1.ResourceRequirements `json:"agentResources,omitempty"`
+	// +optional
+	HostNetwork *bool `json:"hostNetwork,omitempty"`
+}
+
+// ClusterStatus is the observed state of a Cluster.
+type ClusterStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Namespace is the cluster's own namespace on the manager, where its
+	// BundleDeployments live.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Summary BundleSummary `json:"summary,omitempty"`
+	// +optional
+	ResourceCounts ResourceCounts `json:"resourceCounts,omitempty"`
+	// +optional
+	ReadyGitRepos int `json:"readyGitRepos"`
+	// +optional
+	DesiredReadyGitRepos int `json:"desiredReadyGitRepos"`
+	// +optional
+	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
+	// +optional
+	AgentMigrated bool `json:"agentMigrated,omitempty"`
+	// +optional
+	APIServerURL string `json:"apiServerURL,omitempty"`
+	// +optional
+	APIServerCAHash string `json:"apiServerCAHash,omitempty"`
+	// +optional
+	AgentTLSMode string `json:"agentTLSMode,omitempty"`
+	// +optional
+	Display ClusterDisplay `json:"display,omitempty"`
+	// +optional
+	Agent AgentStatus `json:"agent,omitempty"`
+	// +optional
+	GarbageCollectionInterval *metav1.Duration `json:"garbageCollectionInterval,omitempty"`
+}
+
+// ClusterDisplay is shown in printer columns.
+type ClusterDisplay struct {
+	// ReadyBundles is "ready/desired".
+	// +optional
+	ReadyBundles string `json:"readyBundles,omitempty"`
+	// ReadyNodes is "ready/total".
+	// +optional
+	ReadyNodes string `json:"readyNodes,omitempty"`
+	// SampleNode is the first ready node, else the first non-ready one.
+	// +optional
+	SampleNode string `json:"sampleNode,omitempty"`
+	// +optional
+	State string `json:"state,omitempty"`
+}
+
+// AgentStatus is written by the cluster's agent (heartbeat).
+type AgentStatus struct {
+	// +optional
+	LastSeen metav1.Time `json:"lastSeen,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	NonReadyNodes int `json:"nonReadyNodes,omitempty"`
+	// +optional
+	ReadyNodes int `json:"readyNodes,omitempty"`
+	// NonReadyNodeNames holds at most three names.
+	// +optional
+	NonReadyNodeNames []string `json:"nonReadyNodeNames,omitempty"`
+	// ReadyNodeNames holds at most three names.
+	// +optional
+	ReadyNodeNames []string `json:"readyNodeNames,omitempty"`
+}
+
+// ClusterGroup is a named set of clusters chosen by label selector.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=fleet
+// +kubebuilder:printcolumn:name="Clusters-Ready",type=string,JSONPath=`.status.display.readyClusters`
+// +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyBundles`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+type ClusterGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec ClusterGroupSpec `json:"spec,omitempty"`
+	// +optional
+	Status ClusterGroupStatus `json:"status,omitempty"`
+}
+
+// ClusterGroupList is a list of ClusterGroups.
+//
+// +kubebuilder:object:root=true
+type ClusterGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterGroup `json:"items"`
+}
+
+// ClusterGroupSpec selects clusters by label. A nil selector matches none.
+type ClusterGroupSpec struct {
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// ClusterGroupStatus summarises the group's clusters.
+type ClusterGroupStatus struct {
+	// +optional
+	ClusterCount int `json:"clusterCount"`
+	// +optional
+	NonReadyClusterCount int `json:"nonReadyClusterCount"`
+	// NonReadyClusters holds at most ten names.
+	// +optional
+	NonReadyClusters []string `json:"nonReadyClusters,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	Summary BundleSummary `json:"summary,omitempty"`
+	// +optional
+	Display ClusterGroupDisplay `json:"display,omitempty"`
+	// +optional
+	ResourceCounts ResourceCounts `json:"resourceCounts,omitempty"`
+}
+
+// ClusterGroupDisplay is shown in printer columns.
+type ClusterGroupDisplay struct {
+	// +optional
+	ReadyClusters string `json:"readyClusters,omitempty"`
+	// +optional
+	ReadyBundles string `json:"readyBundles,omitempty"`
+	// +optional
+	State string `json:"state,omitempty"`
+}

@@ -1,0 +1,78 @@
+// Command fleet-controller runs the Fleet manager.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/version"
+)
+
+func main() {
+	var opts manager.Options
+	var caFile string
+	fs := pflag.NewFlagSet("fleet-controller", pflag.ExitOnError)
+	fs.StringVar(&opts.SystemNamespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "namespace the controller runs in (env NAMESPACE)")
+	fs.StringVar(&opts.APIServerURL, "api-server-url", os.Getenv("API_SERVER_URL"), "URL agents use to reach this cluster (default: from the kubeconfig)")
+	fs.StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents use to verify this cluster (default: from the kubeconfig)")
+	fs.DurationVar(&opts.AgentCheckinInterval, "agent-checkin-interval", 15*time.Minute, "how often agents report in")
+	fs.StringVar(&opts.ShardID, "shard-id", "", "only reconcile objects labelled fleet.cattle.io/shard-ref=<id>")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables")
+	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
+	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables")
+	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
+	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "lease duration")
+	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "lease renew deadline")
+	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 10*time.Second, "lease retry period")
+	fs.StringVar(&opts.BootstrapNamespace, "bootstrap-namespace", "fleet-local", "namespace of the local Cluster and default ClusterGroup; empty disables")
+	fs.IntVar(&opts.Workers, "workers", 50, "concurrent reconciles per controller")
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	zopts := zap.Options{}
+	gfs := flag.NewFlagSet("zap", flag.ExitOnError)
+	zopts.BindFlags(gfs)
+	fs.AddGoFlagSet(gfs)
+	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println("fleet-controller", version.String())
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	log := ctrl.Log.WithName("fleet-controller")
+
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			log.Error(err, "reading --api-server-ca-file")
+			os.Exit(1)
+		}
+		opts.APIServerCA = b
+	}
+	if *kubeconfig != "" {
+		_ = os.Setenv("KUBECONFIG", *kubeconfig)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "loading kubeconfig")
+		os.Exit(1)
+	}
+	log.Info("starting", "version", version.String(), "shard", opts.ShardID)
+	if err := manager.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

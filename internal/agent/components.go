@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Env is what an agent component gets once the agent is registered: an
+// upstream manager whose cache sees only the cluster's own namespace, and the
+// downstream cluster it deploys to.
+type Env struct {
+	// Upstream is a controller-runtime manager against the manager cluster,
+	// authenticated with this cluster's own credential; its cache is limited
+	// to ClusterNamespace (the credential can read nothing else).
+	Upstream ctrl.Manager
+	// Downstream is an admin config for the cluster the agent runs in (or
+	// was pointed at with --kubeconfig).
+	Downstream *rest.Config
+	// ClusterNamespace is the upstream namespace of this cluster's
+	// BundleDeployments.
+	ClusterNamespace string
+	// ClusterName and Workspace name the Cluster object upstream.
+	ClusterName string
+	Workspace   string
+	// AgentNamespace is the downstream namespace the agent runs in.
+	AgentNamespace string
+	// CheckinInterval is how often the heartbeat reports.
+	CheckinInterval time.Duration
+	// Workers is the number of concurrent BundleDeployment reconciles.
+	Workers int
+}
+
+// Component adds one part of the agent (deployer, drift, heartbeat...) to the
+// upstream manager.
+type Component struct {
+	Name  string
+	Setup func(ctx context.Context, env Env) error
+}
+
+// components lists the agent's parts in set-up order. Each concern adds one
+// entry and keeps its code in its own package.
+var components = []Component{}

@@ -1,0 +1,152 @@
+// Package manager runs the Fleet manager (fleet-controller): every
+// controller of the manager side, in one controller-runtime manager against
+// the manager cluster's API server. It never dials a downstream cluster,
+// except to import one from a kubeconfig Secret (manager-initiated
+// registration).
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/scheme"
+)
+
+// Options configure the manager process. The zero value of each field means
+// its documented default (see Defaults).
+type Options struct {
+	// SystemNamespace is where the controller runs (cattle-fleet-system).
+	SystemNamespace string
+	// SystemRegistrationNamespace holds the c-* registration secrets.
+	SystemRegistrationNamespace string
+	// APIServerURL and APIServerCA are what agents use to reach this
+	// cluster; they are written into registration token values.
+	APIServerURL string
+	APIServerCA  []byte
+	// AgentCheckinInterval is how often agents report in (default 15m).
+	AgentCheckinInterval time.Duration
+	// ShardID limits this replica to objects labelled with it.
+	ShardID string
+	// MetricsAddr and ProbeAddr; "0" disables.
+	MetricsAddr string
+	ProbeAddr   string
+	// WebhookAddr serves git webhooks; "" or "0" disables.
+	WebhookAddr string
+	// LeaderElection enables a Lease so that one replica (per shard) acts.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	// BootstrapNamespace, when non-empty, gets the local Cluster and the
+	// default ClusterGroup.
+	BootstrapNamespace string
+	// Workers is the number of concurrent reconciles per controller.
+	Workers int
+}
+
+// Defaults fills unset options.
+func (o *Options) Defaults() {
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = fleet.DefaultSystemNamespace
+	}
+	if o.SystemRegistrationNamespace == "" {
+		o.SystemRegistrationNamespace = fleet.DefaultSystemRegistrationNamespace
+	}
+	if o.AgentCheckinInterval == 0 {
+		o.AgentCheckinInterval = 15 * time.Minute
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 30 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 25 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 10 * time.Second
+	}
+	if o.Workers == 0 {
+		o.Workers = 50
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.SystemNamespace
+	}
+}
+
+// Component adds one group of controllers to the manager. Each concern
+// (registration, bundles, targeting, gitops, ...) contributes one.
+type Component struct {
+	Name  string
+	Setup func(ctx context.Context, mgr ctrl.Manager, opts Options) error
+}
+
+// leaseName is the Lease this replica (or shard) competes for.
+func leaseName(opts Options) string {
+	if opts.ShardID != "" {
+		return "fleet-controller-leader-election-shard-" + opts.ShardID
+	}
+	return "fleet-controller-leader-election-shard"
+}
+
+// New builds a controller-runtime manager with every component set up.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	opts.Defaults()
+	if opts.APIServerURL == "" {
+		opts.APIServerURL = cfg.Host
+	}
+	if len(opts.APIServerCA) == 0 {
+		opts.APIServerCA = cfg.CAData
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.Scheme,
+		Metrics:                 metricsserver.Options{BindAddress: orDisabled(opts.MetricsAddr)},
+		HealthProbeBindAddress:  orDisabled(opts.ProbeAddr),
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        leaseName(opts),
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		LeaseDuration:           &opts.LeaseDuration,
+		RenewDeadline:           &opts.RenewDeadline,
+		RetryPeriod:             &opts.RetryPeriod,
+		// A new leader must not wait for the old one's lease to lapse when
+		// the old one shuts down cleanly.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	for _, c := range components {
+		if err := c.Setup(ctx, mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	return mgr, nil
+}
+
+// Run builds the manager and runs it until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	mgr, err := New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func orDisabled(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
