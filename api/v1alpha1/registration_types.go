@@ -55,6 +55,12 @@ type ClusterRegistrationStatus struct {
 	ClusterName string `json:"clusterName,omitempty"`
 	// +optional
 	Granted bool `json:"granted,omitempty"`
+	// Conditions say why a registration is not granted (for example an
+	// unknown or expired token, or a clientID owned by another workspace).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ClusterRegistrationToken lets agents register clusters into its namespace
