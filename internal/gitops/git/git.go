@@ -1,0 +1,232 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// DefaultTimeout bounds one remote operation (ref lookup or fetch).
+const DefaultTimeout = 30 * time.Second
+
+// DefaultBranch is followed when neither branch nor revision is set, as in
+// Fleet.
+const DefaultBranch = "master"
+
+// Remote describes one repository and how to reach it.
+type Remote struct {
+	URL string
+	// Branch to follow; ignored when Revision is set.
+	Branch string
+	// Revision is a fixed commit SHA or tag name.
+	Revision    string
+	Credentials Credentials
+	// CABundle is PEM added to the system roots for HTTPS.
+	CABundle        []byte
+	InsecureSkipTLS bool
+	// Timeout bounds each remote call; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+func (r Remote) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (r Remote) branch() string {
+	if r.Branch == "" {
+		return DefaultBranch
+	}
+	return r.Branch
+}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// IsCommitSHA reports whether s is a full hex commit id.
+func IsCommitSHA(s string) bool { return shaRE.MatchString(s) }
+
+// ErrRefNotFound means the branch or tag does not exist on the remote.
+var ErrRefNotFound = errors.New("ref not found")
+
+// LatestCommit returns the commit the remote's branch (or tag) points at,
+// using one ref advertisement (like `git ls-remote`) and no object transfer.
+// A Revision that is already a commit SHA is returned as is.
+func LatestCommit(ctx context.Context, r Remote) (string, error) {
+	if IsCommitSHA(r.Revision) {
+		return r.Revision, nil
+	}
+	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
+	refs, err := rem.ListContext(ctx, &gogit.ListOptions{
+		Auth:            auth,
+		CABundle:        r.CABundle,
+		InsecureSkipTLS: r.InsecureSkipTLS,
+		PeelingOption:   gogit.AppendPeeled,
+		Timeout:         int(r.timeout() / time.Second),
+	})
+	if err != nil {
+		return "", describe(ctx, err)
+	}
+	var want []string
+	if r.Revision != "" {
+		// A peeled annotated tag ("^{}") names the commit; prefer it.
+		want = []string{"refs/tags/" + r.Revision + "^{}", "refs/tags/" + r.Revision, "refs/heads/" + r.Revision}
+	} else {
+		want = []string{"refs/heads/" + r.branch()}
+	}
+	byName := map[string]string{}
+	for _, ref := range refs {
+		if ref.Type() == plumbing.HashReference {
+			byName[ref.Name().String()] = ref.Hash().String()
+		}
+	}
+	for _, w := range want {
+		if h, ok := byName[w]; ok {
+			return h, nil
+		}
+	}
+	if r.Revision != "" {
+		return "", fmt.Errorf("%w: revision %q on %s", ErrRefNotFound, r.Revision, redact(r.URL))
+	}
+	return "", fmt.Errorf("%w: branch %q on %s", ErrRefNotFound, r.branch(), redact(r.URL))
+}
+
+// describe turns transport errors into messages a user can act on.
+func describe(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("timed out talking to git server: %w", err)
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		return fmt.Errorf("authentication required: %w", err)
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("authorization failed: %w", err)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("repository not found: %w", err)
+	case strings.Contains(err.Error(), "knownhosts") || strings.Contains(err.Error(), "host key"):
+		return fmt.Errorf("ssh host key verification failed: %w", err)
+	}
+	return err
+}
+
+// redact drops any password from a URL before it goes into a message.
+func redact(url string) string {
+	if i := strings.Index(url, "://"); i >= 0 {
+		rest := url[i+3:]
+		if at := strings.Index(rest, "@"); at >= 0 && strings.Contains(rest[:at], ":") {
+			return url[:i+3] + "***@" + rest[at+1:]
+		}
+	}
+	return url
+}
+
+// FetchOptions bound a checkout.
+type FetchOptions struct {
+	// Commit is the expected commit (from LatestCommit). When the branch has
+	// moved on since, the newer commit is checked out and returned.
+	Commit string
+	Limits Limits
+}
+
+// Fetch does a shallow fetch of the remote's branch/revision into a
+// temporary bare repository under workDir and writes the commit's files to
+// workDir/source. It returns the checked-out commit.
+func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (string, error) {
+	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
+	repo, err := gogit.PlainInit(filepath.Join(workDir, "repo.git"), true)
+	if err != nil {
+		return "", err
+	}
+	rem, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
+	if err != nil {
+		return "", err
+	}
+	fo := &gogit.FetchOptions{
+		Auth:            auth,
+		CABundle:        r.CABundle,
+		InsecureSkipTLS: r.InsecureSkipTLS,
+		Depth:           1,
+		Tags:            gogit.NoTags,
+	}
+	var local plumbing.ReferenceName = "refs/fleet/checkout"
+	want := opts.Commit
+	switch {
+	case IsCommitSHA(r.Revision):
+		want = r.Revision
+		// Ask for the commit itself; servers that refuse unadvertised wants
+		// get a full fetch of all refs instead.
+		fo.RefSpecs = []config.RefSpec{config.RefSpec(r.Revision + ":" + local.String())}
+		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+			fo.Depth = 0
+			fo.Tags = gogit.AllTags
+			fo.RefSpecs = []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*"}
+			if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+				return "", describe(ctx, err)
+			}
+		}
+	case r.Revision != "":
+		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/tags/" + r.Revision + ":" + local.String())}
+		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+			return "", describe(ctx, err)
+		}
+	default:
+		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/heads/" + r.branch() + ":" + local.String())}
+		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+			return "", describe(ctx, err)
+		}
+	}
+	hash := plumbing.NewHash(want)
+	if want == "" || !IsCommitSHA(r.Revision) {
+		ref, err := repo.Reference(local, true)
+		if err != nil {
+			return "", fmt.Errorf("resolving fetched ref: %w", err)
+		}
+		hash = ref.Hash()
+	}
+	// Annotated tags point at a tag object; follow it to the commit.
+	if tag, err := repo.TagObject(hash); err == nil {
+		c, err := tag.Commit()
+		if err != nil {
+			return "", fmt.Errorf("tag %s does not point at a commit: %w", r.Revision, err)
+		}
+		hash = c.Hash
+	}
+	commit, err := repo.CommitObject(hash)
+	if err != nil {
+		return "", fmt.Errorf("commit %s not found on %s: %w", hash, redact(r.URL), err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(workDir, "source")
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return "", err
+	}
+	if err := writeTree(tree, dst, opts.Limits); err != nil {
+		return "", err
+	}
+	return commit.Hash.String(), nil
+}

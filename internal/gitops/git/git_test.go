@@ -1,0 +1,220 @@
+package git_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetgo/fleet/internal/gitops/git"
+	"github.com/fleetgo/fleet/internal/gitops/gittest"
+)
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestHTTPBasicAuth(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	c1 := repo.Commit("main", map[string]string{"app/cm.yaml": "kind: ConfigMap\n"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "alice", Password: "s3cret"})
+	ctx := context.Background()
+	remote := git.Remote{URL: srv.URLFor(repo), Branch: "main", Credentials: git.Credentials{Username: "alice", Password: "s3cret"}}
+
+	got, err := git.LatestCommit(ctx, remote)
+	if err != nil || got != c1 {
+		t.Fatalf("LatestCommit = %q, %v; want %q", got, err, c1)
+	}
+	dir := t.TempDir()
+	fetched, err := git.Fetch(ctx, remote, dir, git.FetchOptions{Commit: got})
+	if err != nil || fetched != c1 {
+		t.Fatalf("Fetch = %q, %v", fetched, err)
+	}
+	if s := readFile(t, filepath.Join(dir, "source", "app", "cm.yaml")); s != "kind: ConfigMap\n" {
+		t.Fatalf("content %q", s)
+	}
+
+	// A new commit is seen by the ref lookup.
+	c2 := repo.Commit("main", map[string]string{"app/cm.yaml": "kind: ConfigMap\nx: 1\n"})
+	if got, err := git.LatestCommit(ctx, remote); err != nil || got != c2 {
+		t.Fatalf("after push LatestCommit = %q, %v; want %q", got, err, c2)
+	}
+
+	// Wrong password and missing branch are clear errors.
+	bad := remote
+	bad.Credentials.Password = "nope"
+	if _, err := git.LatestCommit(ctx, bad); err == nil || !strings.Contains(err.Error(), "auth") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if strings.Contains(errString(git.LatestCommit(ctx, bad)), "nope") {
+		t.Fatal("password leaked into error")
+	}
+	missing := remote
+	missing.Branch = "does-not-exist"
+	if _, err := git.LatestCommit(ctx, missing); !errors.Is(err, git.ErrRefNotFound) {
+		t.Fatalf("missing branch: %v", err)
+	}
+}
+
+func errString(_ string, err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestHTTPSPrivateCA(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	c1 := repo.Commit("master", map[string]string{"a.yaml": "a: 1\n"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{TLS: true})
+	ctx := context.Background()
+
+	noCA := git.Remote{URL: srv.URLFor(repo)}
+	if _, err := git.LatestCommit(ctx, noCA); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without CA: %v", err)
+	}
+	withCA := git.Remote{URL: srv.URLFor(repo), CABundle: srv.CAPEM()}
+	if got, err := git.LatestCommit(ctx, withCA); err != nil || got != c1 {
+		t.Fatalf("with CA = %q, %v", got, err)
+	}
+	if _, err := git.Fetch(ctx, withCA, t.TempDir(), git.FetchOptions{}); err != nil {
+		t.Fatalf("fetch with CA: %v", err)
+	}
+	skip := git.Remote{URL: srv.URLFor(repo), InsecureSkipTLS: true}
+	if got, err := git.LatestCommit(ctx, skip); err != nil || got != c1 {
+		t.Fatalf("insecure = %q, %v", got, err)
+	}
+}
+
+func TestSSHKnownHosts(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	c1 := repo.Commit("master", map[string]string{"a.yaml": "a: 1\n"})
+	srv := gittest.NewSSHServer(t, root)
+	ctx := context.Background()
+	creds := git.Credentials{SSHKey: srv.ClientKeyPEM, KnownHosts: srv.KnownHosts}
+	remote := git.Remote{URL: srv.URLFor(repo), Credentials: creds, Timeout: 20 * time.Second}
+
+	if got, err := git.LatestCommit(ctx, remote); err != nil || got != c1 {
+		t.Fatalf("LatestCommit = %q, %v", got, err)
+	}
+	dir := t.TempDir()
+	if got, err := git.Fetch(ctx, remote, dir, git.FetchOptions{}); err != nil || got != c1 {
+		t.Fatalf("Fetch = %q, %v", got, err)
+	}
+	if s := readFile(t, filepath.Join(dir, "source", "a.yaml")); s != "a: 1\n" {
+		t.Fatalf("content %q", s)
+	}
+
+	// A known_hosts entry for another key is refused.
+	other := gittest.NewSSHServer(t, root)
+	wrong := remote
+	wrong.Credentials.KnownHosts = []byte(strings.Split(string(srv.KnownHosts), " ")[0] + " " + strings.SplitN(string(other.KnownHosts), " ", 2)[1])
+	if _, err := git.LatestCommit(ctx, wrong); err == nil || !strings.Contains(err.Error(), "host key") {
+		t.Fatalf("wrong host key: %v", err)
+	}
+	// No known_hosts at all is refused before dialing.
+	none := remote
+	none.Credentials.KnownHosts = nil
+	if _, err := git.LatestCommit(ctx, none); !errors.Is(err, git.ErrBadCredentials) {
+		t.Fatalf("no known_hosts: %v", err)
+	}
+	// A key the server does not know is refused.
+	otherKey, _ := gittest.NewKeyPEM(t)
+	badKey := remote
+	badKey.Credentials.SSHKey = otherKey
+	if _, err := git.LatestCommit(ctx, badKey); err == nil {
+		t.Fatal("unknown client key accepted")
+	}
+}
+
+func TestRevisionTagAndCommit(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	c1 := repo.Commit("master", map[string]string{"v.yaml": "v: 1\n"})
+	repo.Tag("v1")
+	repo.Commit("master", map[string]string{"v.yaml": "v: 2\n"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+
+	tag := git.Remote{URL: srv.URLFor(repo), Revision: "v1"}
+	if got, err := git.LatestCommit(ctx, tag); err != nil || got != c1 {
+		t.Fatalf("tag LatestCommit = %q, %v; want %q", got, err, c1)
+	}
+	dir := t.TempDir()
+	if got, err := git.Fetch(ctx, tag, dir, git.FetchOptions{}); err != nil || got != c1 {
+		t.Fatalf("tag Fetch = %q, %v", got, err)
+	}
+	if s := readFile(t, filepath.Join(dir, "source", "v.yaml")); s != "v: 1\n" {
+		t.Fatalf("tag content %q", s)
+	}
+	byCommit := git.Remote{URL: srv.URLFor(repo), Revision: c1}
+	dir = t.TempDir()
+	if got, err := git.Fetch(ctx, byCommit, dir, git.FetchOptions{}); err != nil || got != c1 {
+		t.Fatalf("commit Fetch = %q, %v", got, err)
+	}
+	if s := readFile(t, filepath.Join(dir, "source", "v.yaml")); s != "v: 1\n" {
+		t.Fatalf("commit content %q", s)
+	}
+}
+
+func TestCheckoutLimitsAndSymlinks(t *testing.T) {
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+
+	big := gittest.NewRepo(t, root, "big")
+	big.Commit("master", map[string]string{"a": strings.Repeat("x", 4096), "b": strings.Repeat("y", 4096)})
+	_, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(big)}, t.TempDir(), git.FetchOptions{Limits: git.Limits{MaxBytes: 6000}})
+	if !errors.Is(err, git.ErrTooLarge) {
+		t.Fatalf("size limit: %v", err)
+	}
+	_, err = git.Fetch(ctx, git.Remote{URL: srv.URLFor(big)}, t.TempDir(), git.FetchOptions{Limits: git.Limits{MaxFiles: 1}})
+	if !errors.Is(err, git.ErrTooLarge) {
+		t.Fatalf("file limit: %v", err)
+	}
+
+	inside := gittest.NewRepo(t, root, "inside")
+	inside.Write(map[string]string{"base/x.yaml": "x: 1\n"})
+	inside.Symlink("app/x.yaml", "../base/x.yaml")
+	inside.Commit("master", nil)
+	dir := t.TempDir()
+	if _, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(inside)}, dir, git.FetchOptions{}); err != nil {
+		t.Fatalf("inside symlink: %v", err)
+	}
+	if s := readFile(t, filepath.Join(dir, "source", "app", "x.yaml")); s != "x: 1\n" {
+		t.Fatalf("through link %q", s)
+	}
+
+	for name, target := range map[string]string{"escape": "../../../etc/passwd", "absolute": "/etc/passwd"} {
+		r := gittest.NewRepo(t, root, name)
+		r.Symlink("app/secret", target)
+		r.Commit("master", map[string]string{"ok.yaml": "a: 1\n"})
+		_, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(r)}, t.TempDir(), git.FetchOptions{})
+		if !errors.Is(err, git.ErrUnsafePath) {
+			t.Fatalf("%s symlink: %v", name, err)
+		}
+	}
+}
+
+func TestHungServerTimesOut(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	repo.Commit("master", map[string]string{"a": "a"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	srv.Hang.Store(true)
+	_, err := git.LatestCommit(context.Background(), git.Remote{URL: srv.URLFor(repo), Timeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("hung server: %v", err)
+	}
+}
