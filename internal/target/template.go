@@ -1,0 +1,151 @@
+package target
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/Masterminds/sprig/v3"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// clusterLabelsPrefix in a string value is replaced by the label named by
+// the rest of the string, as Fleet's global.fleet.clusterLabels do.
+const (
+	clusterLabelsPrefix = "global.fleet.clusterLabels."
+	maxLabelDepth       = 50
+)
+
+// funcMap is sprig without the functions that read the manager's
+// environment or the network, or recurse into templates.
+var funcMap = func() template.FuncMap {
+	f := sprig.TxtFuncMap()
+	for _, name := range []string{"env", "expandenv", "include", "tpl", "getHostByName"} {
+		delete(f, name)
+	}
+	return f
+}()
+
+// TemplateContext is what `${ }` templates in Helm values can see.
+func TemplateContext(c *fleet.Cluster) map[string]interface{} {
+	values := map[string]interface{}{}
+	if c.Spec.TemplateValues != nil && c.Spec.TemplateValues.Data != nil {
+		values = c.Spec.TemplateValues.DeepCopy().Data
+	}
+	return map[string]interface{}{
+		"ClusterName":        c.Name,
+		"ClusterNamespace":   c.Namespace,
+		"ClusterLabels":      cleanLabels(c.Labels),
+		"ClusterAnnotations": cleanLabels(c.Annotations),
+		"ClusterValues":      values,
+	}
+}
+
+// cleanLabels drops Rancher-internal keys but keeps fleet.cattle.io/ and
+// management.cattle.io/ ones, which users select on.
+func cleanLabels(in map[string]string) map[string]interface{} {
+	out := map[string]interface{}{}
+	for k, v := range in {
+		if strings.Contains(k, "cattle.io") && !strings.HasPrefix(k, "fleet.cattle.io/") && !strings.HasPrefix(k, "management.cattle.io/") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// RenderValues renders opts.helm.values (and templateValues) for one
+// cluster and returns options whose values are final and whose
+// templateValues are folded in. A template error is returned as is so that
+// it can be shown for this cluster only.
+func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
+	if opts.Helm == nil {
+		return opts, nil
+	}
+	out := *opts.DeepCopy()
+	h := out.Helm
+	if h.Values == nil && len(h.TemplateValues) == 0 {
+		return out, nil
+	}
+	values := map[string]interface{}{}
+	if h.Values != nil && h.Values.Data != nil {
+		values = h.Values.Data
+	}
+	values = replaceLabelRefs(values, c.Labels, 0).(map[string]interface{})
+	if !h.DisablePreProcess {
+		ctx := TemplateContext(c)
+		for _, k := range sortedKeys(h.TemplateValues) {
+			rendered, err := execute("templateValues."+k, h.TemplateValues[k], ctx)
+			if err != nil {
+				return opts, err
+			}
+			var v interface{}
+			if err := yaml.Unmarshal([]byte(rendered), &v); err != nil {
+				return opts, fmt.Errorf("templateValues.%s: rendered value is not YAML: %w", k, err)
+			}
+			values[k] = v
+		}
+		data, err := yaml.Marshal(values)
+		if err != nil {
+			return opts, err
+		}
+		rendered, err := execute("values", string(data), ctx)
+		if err != nil {
+			return opts, err
+		}
+		values = map[string]interface{}{}
+		if err := yaml.Unmarshal([]byte(rendered), &values); err != nil {
+			return opts, fmt.Errorf("helm values: rendered values are not YAML: %w", err)
+		}
+		if values == nil {
+			values = map[string]interface{}{}
+		}
+		h.TemplateValues = nil
+	}
+	h.Values = &fleet.GenericMap{Data: values}
+	return out, nil
+}
+
+func execute(name, text string, ctx map[string]interface{}) (string, error) {
+	t, err := template.New(name).Funcs(funcMap).Option("missingkey=error").Delims("${", "}").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("templating %s: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, ctx); err != nil {
+		return "", fmt.Errorf("templating %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// replaceLabelRefs returns a copy of v in which every string
+// "global.fleet.clusterLabels.X" is the value of label X (empty if absent).
+func replaceLabelRefs(v interface{}, lbls map[string]string, depth int) interface{} {
+	if depth > maxLabelDepth {
+		return v
+	}
+	switch t := v.(type) {
+	case map[string]interface{}:
+		out := make(map[string]interface{}, len(t))
+		for k, x := range t {
+			out[k] = replaceLabelRefs(x, lbls, depth+1)
+		}
+		return out
+	case []interface{}:
+		out := make([]interface{}, len(t))
+		for i, x := range t {
+			out[i] = replaceLabelRefs(x, lbls, depth+1)
+		}
+		return out
+	case string:
+		if name, ok := strings.CutPrefix(t, clusterLabelsPrefix); ok {
+			return lbls[name]
+		}
+		return t
+	default:
+		return v
+	}
+}
