@@ -1,0 +1,13 @@
+{{- define "fleet-agent.image" -}}
+{{- $reg := .Values.global.cattle.systemDefaultRegistry -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if $reg -}}{{ printf "%s/%s:%s" (trimSuffix "/" $reg) .Values.image.repository $tag }}{{- else -}}{{ printf "%s:%s" .Values.image.repository $tag }}{{- end -}}
+{{- end -}}
+
+{{- define "fleet-agent.labels" -}}
+app: fleet-agent
+app.kubernetes.io/name: fleet-agent
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/install"
+)
+
+// agentTokenOptions are the flags of `fleet install agent-token`.
+type agentTokenOptions struct {
+	TTL             string
+	Group           string
+	ServerURL       string
+	CAFile          string
+	NoCA            bool
+	SystemNamespace string
+	ValuesOnly      bool
+	Timeout         time.Duration
+}
+
+func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
+	opts := agentTokenOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent-token",
+		Short: "Generate cluster group token and render manifest to register clusters into a specific cluster group",
+		Long: "Create a ClusterRegistrationToken in the workspace (--namespace) of the manager cluster, wait for\n" +
+			"the fleet-controller to issue its values, and print the agent manifests that register a cluster\n" +
+			"with it (or, with --values, the values.yaml for `helm install fleet-agent`). The token can\n" +
+			"register any number of clusters until its TTL expires.\n\n" +
+			"The API server URL and CA that agents use default to the ones in your kubeconfig; override\n" +
+			"them with --server-url and --ca-file (or --no-ca).\n\n" +
+			"--group names a ClusterGroup of the workspace: the labels of its selector's matchLabels are\n" +
+			"given to every cluster registered with the token, so that the cluster joins the group.\n\n" +
+			"  fleet --kubeconfig=fleet-controller-config install agent-token > token\n" +
+			"  kubectl --kubeconfig=cluster-kubeconfig apply -f token",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.RESTConfig()
+			if err != nil {
+				return fmt.Errorf("loading kubeconfig of the manager cluster: %w", err)
+			}
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			explicitGroup := cmd.Flags().Changed("group")
+			out, err := agentToken(cmd.Context(), c, cfg, g.Namespace, opts, explicitGroup)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), out)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.TTL, "ttl", "t", "1440m", "How long the generated registration token is valid, 0 means forever")
+	f.StringVarP(&opts.Group, "group", "g", fleet.DefaultClusterGroup, "Cluster group to generate config for (its matchLabels become the clusters' labels)")
+	f.StringVar(&opts.ServerURL, "server-url", "", "The full URL to the fleet management server (default: from the kubeconfig)")
+	f.StringVarP(&opts.CAFile, "ca-file", "c", "", "File containing optional CA cert for fleet management server (default: from the kubeconfig)")
+	f.BoolVar(&opts.NoCA, "no-ca", false, "Do not give agents a CA (the server's certificate is publicly trusted)")
+	f.StringVar(&opts.SystemNamespace, "system-namespace", fleet.DefaultSystemNamespace, "System namespace of the controller and the agents")
+	f.BoolVar(&opts.ValuesOnly, "values", false, "Print only the values.yaml for `helm install fleet-agent`")
+	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "How long to wait for the fleet-controller to issue the token's values")
+	_ = cmd.RegisterFlagCompletionFunc("group", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		c, err := g.Client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var list fleet.ClusterGroupList
+		if err := c.List(cmd.Context(), &list, client.InNamespace(g.Namespace)); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []string
+		for _, cg := range list.Items {
+			names = append(names, cg.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// agentToken creates the token, waits for its values and renders the output.
+func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspace string, opts agentTokenOptions, explicitGroup bool) (string, error) {
+	ttl, err := time.ParseDuration(opts.TTL)
+	if err != nil {
+		return "", fmt.Errorf("--ttl %q: %w", opts.TTL, err)
+	}
+	var groupLabels map[string]string
+	if explicitGroup {
+		if groupLabels, err = clusterGroupLabels(ctx, c, workspace, opts.Group); err != nil {
+			return "", err
+		}
+	}
+	url, ca, err := agentEndpoint(cfg, opts)
+	if err != nil {
+		return "", err
+	}
+
+	token := &fleet.ClusterRegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "token-", Namespace: workspace},
+	}
+	if ttl > 0 {
+		token.Spec.TTL = &metav1.Duration{Duration: ttl}
+	}
+	if err := c.Create(ctx, token); err != nil {
+		return "", fmt.Errorf("creating ClusterRegistrationToken in %s: %w", workspace, err)
+	}
+	raw, err := waitForTokenValues(ctx, c, token, opts.Timeout)
+	if err != nil {
+		return "", err
+	}
+	values, err := install.ParseValues(raw)
+	if err != nil {
+		return "", fmt.Errorf("values of ClusterRegistrationToken %s/%s: %w", workspace, token.Name, err)
+	}
+	values["apiServerURL"] = url
+	if ca != nil {
+		values["apiServerCA"] = string(ca)
+	}
+	if opts.NoCA {
+		values["apiServerCA"] = ""
+	}
+	if len(groupLabels) > 0 {
+		labels, _ := values["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+		}
+		for _, k := range sortedKeys(groupLabels) {
+			labels[k] = groupLabels[k]
+		}
+		values["labels"] = labels
+	}
+	if opts.SystemNamespace != fleet.DefaultSystemNamespace {
+		internal, _ := values["internal"].(map[string]any)
+		if internal == nil {
+			internal = map[string]any{}
+		}
+		internal["systemNamespace"] = opts.SystemNamespace
+		values["internal"] = internal
+	}
+	if opts.ValuesOnly {
+		out, err := yaml.Marshal(values)
+		return string(out), err
+	}
+	return install.Agent(install.AgentOptions{
+		SystemNamespace: opts.SystemNamespace,
+		Values:          values,
+		// Only the group's labels need the ConfigMap; otherwise leave it to
+		// `fleet install agent-config`, which may already be applied.
+		WithConfig: len(groupLabels) > 0,
+	})
+}
+
+// agentEndpoint is the URL and CA agents use: flags first, then the
+// kubeconfig. A nil CA means "keep what the token's values say".
+func agentEndpoint(cfg *rest.Config, opts agentTokenOptions) (string, []byte, error) {
+	url := opts.ServerURL
+	if url == "" {
+		url = cfg.Host
+	}
+	if url == "" {
+		return "", nil, fmt.Errorf("no server URL: pass --server-url")
+	}
+	switch {
+	case opts.NoCA:
+		return url, nil, nil
+	case opts.CAFile != "":
+		ca, err := os.ReadFile(opts.CAFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		return url, ca, nil
+	case len(cfg.CAData) > 0:
+		return url, cfg.CAData, nil
+	case cfg.CAFile != "":
+		ca, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("reading the kubeconfig's certificate-authority: %w", err)
+		}
+		return url, ca, nil
+	}
+	return url, nil, nil
+}
+
+// clusterGroupLabels maps --group to labels: a ClusterGroup selects
+// clusters by label, so a cluster joins the group by registering with the
+// labels of the group's matchLabels (and single-value "In" expressions).
+func clusterGroupLabels(ctx context.Context, c client.Client, workspace, name string) (map[string]string, error) {
+	cg := &fleet.ClusterGroup{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: workspace, Name: name}, cg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("--group %q: no ClusterGroup %s in namespace %s; create it with a matchLabels selector first", name, name, workspace)
+		}
+		return nil, fmt.Errorf("--group %q: %w", name, err)
+	}
+	labels := map[string]string{}
+	if sel := cg.Spec.Selector; sel != nil {
+		for k, v := range sel.MatchLabels {
+			labels[k] = v
+		}
+		for _, e := range sel.MatchExpressions {
+			if e.Operator != metav1.LabelSelectorOpIn || len(e.Values) != 1 {
+				return nil, fmt.Errorf("--group %q: selector expression on %q (%s) cannot be turned into a label; use matchLabels", name, e.Key, e.Operator)
+			}
+			labels[e.Key] = e.Values[0]
+		}
+	}
+	if len(labels) == 0 {
+		return nil, fmt.Errorf("--group %q: ClusterGroup %s/%s has no matchLabels, so no label makes a cluster a member", name, workspace, name)
+	}
+	return labels, nil
+}
+
+// waitForTokenValues polls until the fleet-controller has written the
+// token's values Secret.
+func waitForTokenValues(ctx context.Context, c client.Client, token *fleet.ClusterRegistrationToken, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	key := client.ObjectKeyFromObject(token)
+	for {
+		cur := &fleet.ClusterRegistrationToken{}
+		if err := c.Get(ctx, key, cur); err == nil && cur.Status.SecretName != "" {
+			secret := &corev1.Secret{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cur.Status.SecretName}, secret)
+			if err == nil && len(secret.Data["values"]) > 0 {
+				return secret.Data["values"], nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ClusterRegistrationToken %s/%s got no values within %s: is fleet-controller running on this cluster?", key.Namespace, key.Name, timeout)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
