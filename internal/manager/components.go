@@ -2,4 +2,6 @@ package manager
 
 // components lists the manager's controllers in set-up order. Each concern
 // adds one entry here and keeps its code in its own package.
-var components = []Component{}
+var components = []Component{
+	{Name: "registration", Setup: setupRegistration},
+}

@@ -50,6 +50,10 @@ type Options struct {
 	BootstrapNamespace string
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
+	// AgentTokenTTL is the lifetime of agent credentials (default 30 days).
+	AgentTokenTTL time.Duration
+	// AgentImage is the fleet-agent image installed by imports.
+	AgentImage string
 }
 
 // Defaults fills unset options.

@@ -1,0 +1,25 @@
+package manager
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetgo/fleet/internal/registration"
+)
+
+// setupRegistration adds the registration controllers (tokens,
+// registrations, cluster namespaces, imports, local bootstrap).
+func setupRegistration(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	return registration.Setup(ctx, mgr, registration.Options{
+		SystemNamespace:             opts.SystemNamespace,
+		SystemRegistrationNamespace: opts.SystemRegistrationNamespace,
+		APIServerURL:                opts.APIServerURL,
+		APIServerCA:                 opts.APIServerCA,
+		BootstrapNamespace:          opts.BootstrapNamespace,
+		AgentCheckinInterval:        opts.AgentCheckinInterval,
+		AgentTokenTTL:               opts.AgentTokenTTL,
+		AgentImage:                  opts.AgentImage,
+		Workers:                     opts.Workers,
+	})
+}

@@ -1,0 +1,36 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// apply creates or updates obj with server-side apply, so that the desired
+// fields are ours and nothing else on the object is touched. It needs no
+// read, which keeps Secrets, ServiceAccounts and RBAC out of the cache.
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	obj.SetResourceVersion("")
+	obj.SetManagedFields(nil)
+	//nolint:staticcheck // typed objects with client.Apply are what we need here.
+	if err := c.Patch(ctx, obj, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// deleteIfExists deletes obj and treats NotFound as success.
+func deleteIfExists(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}

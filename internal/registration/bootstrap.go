@@ -1,0 +1,132 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+const (
+	localKubeconfigSecret = "local-cluster"
+	bootstrapSA           = "fleet-controller-bootstrap"
+)
+
+// Bootstrap creates, once the manager leads, the bootstrap namespace
+// (fleet-local) with Cluster "local" and ClusterGroup "default", so that a
+// single-cluster user needs no registration step. Cluster "local" is
+// imported from Secret local-cluster, whose kubeconfig uses a token of the
+// fleet-controller-bootstrap ServiceAccount, refreshed at every start.
+// Existing Cluster and ClusterGroup objects are left as the user made them.
+type Bootstrap struct {
+	reconcilerBase
+}
+
+// Start implements manager.Runnable; it retries with jittered backoff.
+func (b *Bootstrap) Start(ctx context.Context) error {
+	log := ctrl.Log.WithName("bootstrap")
+	delay := time.Second
+	for {
+		err := b.run(ctx)
+		if err == nil {
+			log.Info("local cluster bootstrapped", "namespace", b.Opts.BootstrapNamespace)
+			return nil
+		}
+		log.Error(err, "bootstrapping the local cluster, retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(jitter(delay)):
+		}
+		delay = min(delay*2, 5*time.Minute)
+	}
+}
+
+func (b *Bootstrap) run(ctx context.Context) error {
+	ns := b.Opts.BootstrapNamespace
+	for _, n := range []string{ns, b.Opts.SystemNamespace, b.Opts.SystemRegistrationNamespace} {
+		if err := apply(ctx, b.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			return err
+		}
+	}
+	kubeconfig, err := b.localKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: localKubeconfigSecret, Namespace: ns},
+		Data: map[string][]byte{
+			"value":        kubeconfig,
+			"apiServerURL": []byte(b.Config.Host),
+			"apiServerCA":  b.caData(),
+		},
+	}
+	if err := apply(ctx, b.Client, secret); err != nil {
+		return err
+	}
+	cluster := &fleet.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.LocalClusterName, Namespace: ns, Labels: map[string]string{"name": fleet.LocalClusterName}},
+		Spec:       fleet.ClusterSpec{KubeConfigSecret: localKubeconfigSecret},
+	}
+	if err := b.Client.Create(ctx, cluster); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating local cluster: %w", err)
+	}
+	group := &fleet.ClusterGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultClusterGroup, Namespace: ns},
+		Spec:       fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": fleet.LocalClusterName}}},
+	}
+	if err := b.Client.Create(ctx, group); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating default cluster group: %w", err)
+	}
+	return nil
+}
+
+func (b *Bootstrap) caData() []byte {
+	if len(b.Config.CAData) > 0 {
+		return b.Config.CAData
+	}
+	if b.Config.CAFile != "" {
+		if d, err := os.ReadFile(b.Config.CAFile); err == nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// localKubeconfig is a kubeconfig for this cluster with a token of the
+// bootstrap ServiceAccount (cluster-admin, as the agent install needs).
+func (b *Bootstrap) localKubeconfig(ctx context.Context) ([]byte, error) {
+	sysNS := b.Opts.SystemNamespace
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA, Namespace: sysNS}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: bootstrapSA, Namespace: sysNS}}}
+	if err := apply(ctx, b.Client, sa); err != nil {
+		return nil, err
+	}
+	if err := apply(ctx, b.Client, crb); err != nil {
+		return nil, err
+	}
+	seconds := int64(b.Opts.ImportTokenTTL / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if err := b.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA, Namespace: sysNS}}, tr); err != nil {
+		return nil, fmt.Errorf("requesting bootstrap token: %w", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: b.Config.Host, CertificateAuthorityData: b.caData()}
+	kc.AuthInfos["local"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local"}
+	kc.CurrentContext = "local"
+	return clientcmd.Write(*kc)
+}

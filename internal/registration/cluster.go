@@ -1,0 +1,145 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+const clusterFinalizer = "fleet.cattle.io/cluster-credentials"
+
+// ClusterReconciler gives every Cluster its namespace (status.namespace),
+// imports clusters that name a kubeconfig Secret, and revokes a deleted
+// Cluster's credentials.
+type ClusterReconciler struct {
+	reconcilerBase
+}
+
+// SetupWithManager registers the controller.
+func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("registration-cluster").
+		For(&fleet.Cluster{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cluster := &fleet.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		if err := r.cleanupCluster(ctx, cluster); err != nil {
+			return ctrl.Result{}, err
+		}
+		if controllerutil.RemoveFinalizer(cluster, clusterFinalizer) {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, cluster))
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(cluster, clusterFinalizer) {
+		if err := r.Client.Update(ctx, cluster); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if cluster.Spec.KubeConfigSecret != "" && cluster.Spec.ClientID == "" {
+		// The agent of an imported cluster presents this clientID; it is
+		// random so that no other cluster can claim the Cluster.
+		cluster.Spec.ClientID = randomString(32)
+		return ctrl.Result{}, r.Client.Update(ctx, cluster)
+	}
+
+	old := cluster.DeepCopy()
+	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
+	var res ctrl.Result
+	err := r.ensureNamespace(ctx, cluster, ns)
+	if err == nil {
+		cluster.Status.Namespace = ns
+		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionTrue, "NamespaceCreated", "", cluster.Generation)
+		if cluster.Spec.KubeConfigSecret != "" {
+			res, err = r.importCluster(ctx, cluster)
+		}
+	} else {
+		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, "Error", err.Error(), cluster.Generation)
+	}
+	// Contract 2: other areas patch other parts of the status; the
+	// optimistic lock makes a concurrent change a conflict (retried) instead
+	// of a lost update of the conditions list.
+	if perr := r.Client.Status().Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); perr != nil {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.Cluster, ns string) error {
+	return apply(ctx, r.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   ns,
+		Labels: map[string]string{fleet.ManagedLabel: "true"},
+		Annotations: map[string]string{
+			fleet.ClusterNamespaceLabel: cluster.Namespace,
+			fleet.ClusterLabel:          cluster.Name,
+		},
+	}})
+}
+
+// cleanupCluster revokes every credential of a deleted Cluster (its agent
+// gets 401 from then on), deletes its import token and its namespace.
+func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.Cluster) error {
+	regs := &RegistrationReconciler{reconcilerBase: r.reconcilerBase}
+	var list fleet.ClusterRegistrationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(cluster.Namespace)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		reg := &list.Items[i]
+		if reg.Status.ClusterName != cluster.Name {
+			continue
+		}
+		if err := regs.revoke(ctx, reg); err != nil {
+			return err
+		}
+		if err := deleteIfExists(ctx, r.Client, reg); err != nil {
+			return err
+		}
+	}
+	// Sweep by label too, in case a registration object was removed by hand.
+	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
+	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
+	sweeps := []struct {
+		obj client.Object
+		ns  string
+	}{
+		{&corev1.ServiceAccount{}, ns}, {&rbacv1.RoleBinding{}, ns}, {&rbacv1.Role{}, ns},
+		{&rbacv1.RoleBinding{}, cluster.Namespace}, {&rbacv1.Role{}, cluster.Namespace},
+	}
+	for _, s := range sweeps {
+		if err := r.Client.DeleteAllOf(ctx, s.obj, client.InNamespace(s.ns), sel); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := r.Client.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := deleteIfExists(ctx, r.Client, &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: importTokenName(cluster), Namespace: cluster.Namespace}}); err != nil {
+		return err
+	}
+	return deleteIfExists(ctx, r.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+}
+
+// importRetry is the wait before re-checking an import that waits for
+// something the manager creates itself (the import token).
+const importRetry = 2 * time.Second

@@ -1,0 +1,352 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+const (
+	registrationFinalizer = "fleet.cattle.io/cluster-registration"
+	// ConditionGranted is the condition type on a ClusterRegistration.
+	ConditionGranted = "Granted"
+
+	ReasonGranted          = "Granted"
+	ReasonInvalid          = "InvalidRequest"
+	ReasonUnknownToken     = "UnknownToken"
+	ReasonTokenExpired     = "TokenExpired"
+	ReasonOtherWorkspace   = "ClusterInOtherWorkspace"
+	ReasonNameConflict     = "ClusterNameConflict"
+	ReasonWaitingNamespace = "WaitingForClusterNamespace"
+)
+
+// refusal is bad input: the registration is marked and not retried.
+type refusal struct{ reason, msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// RegistrationReconciler grants ClusterRegistrations: it finds or creates the
+// Cluster of the clientID, creates the cluster's credential (contract 3) and
+// hands it over in the c-* Secret that only the registering token can read.
+type RegistrationReconciler struct {
+	reconcilerBase
+}
+
+// SetupWithManager registers the controller; a Cluster change (its
+// namespace appears, its agent checks in) wakes the registrations of its
+// clientID.
+func (r *RegistrationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cluster-registration").
+		For(&fleet.ClusterRegistration{}).
+		Watches(&fleet.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.registrationsOfCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
+		Complete(r)
+}
+
+func (r *RegistrationReconciler) registrationsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	c := o.(*fleet.Cluster)
+	if c.Spec.ClientID == "" {
+		return nil
+	}
+	var list fleet.ClusterRegistrationList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{registrationClientIDIndex: c.Spec.ClientID}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, reg := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&reg)})
+	}
+	return out
+}
+
+// RequestSAName is the ServiceAccount of the credential a registration gets.
+func RequestSAName(reg *fleet.ClusterRegistration) string {
+	return names.SafeConcatName(reg.Name, string(reg.UID))
+}
+
+func (r *RegistrationReconciler) grantOf(reg *fleet.ClusterRegistration, cluster string) grant {
+	return grant{SA: RequestSAName(reg), Registration: reg.Name, Workspace: reg.Namespace, Cluster: cluster,
+		ClusterNamespace: names.ClusterNamespace(reg.Namespace, cluster)}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	reg := &fleet.ClusterRegistration{}
+	if err := r.Client.Get(ctx, req.NamespacedName, reg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !reg.DeletionTimestamp.IsZero() {
+		if err := r.revoke(ctx, reg); err != nil {
+			return ctrl.Result{}, err
+		}
+		if controllerutil.RemoveFinalizer(reg, registrationFinalizer) {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, reg))
+		}
+		return ctrl.Result{}, nil
+	}
+	if reg.Labels[fleet.ClusterManagementLabel] != "" {
+		return ctrl.Result{}, nil
+	}
+	if reg.Status.Granted {
+		return r.afterGrant(ctx, reg)
+	}
+	if controllerutil.AddFinalizer(reg, registrationFinalizer) {
+		if err := r.Client.Update(ctx, reg); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	old := reg.DeepCopy()
+	res, err := r.grant(ctx, reg)
+	var ref *refusal
+	switch {
+	case errors.As(err, &ref):
+		log.Info("refusing cluster registration", "reason", ref.reason, "message", ref.msg, "clientID", reg.Spec.ClientID)
+		setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ref.reason, ref.msg, reg.Generation)
+		err = nil
+	case err != nil:
+		setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, "Error", err.Error(), reg.Generation)
+	}
+	if perr := r.Client.Status().Patch(ctx, reg, client.MergeFrom(old)); perr != nil && !apierrors.IsNotFound(perr) {
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return res, err
+}
+
+// grant runs the steps of granting reg; a *refusal is bad input.
+func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if reg.Spec.ClientID == "" || reg.Spec.ClientRandom == "" {
+		return ctrl.Result{}, &refusal{ReasonInvalid, "spec.clientID and spec.clientRandom are required"}
+	}
+	tokenName := reg.Labels[fleet.RegistrationTokenLabel]
+	tok := &fleet.ClusterRegistrationToken{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: tokenName}, tok); err != nil {
+		if apierrors.IsNotFound(err) || tokenName == "" {
+			return ctrl.Result{}, &refusal{ReasonUnknownToken, fmt.Sprintf("registration token %q does not exist in namespace %s", tokenName, reg.Namespace)}
+		}
+		return ctrl.Result{}, err
+	}
+	if exp := tokenExpiry(tok); !tok.DeletionTimestamp.IsZero() || exp != nil && !time.Now().Before(exp.Time) {
+		return ctrl.Result{}, &refusal{ReasonTokenExpired, fmt.Sprintf("registration token %q has expired", tokenName)}
+	}
+
+	cluster, err := r.findOrCreateCluster(ctx, reg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cluster.Status.Namespace == "" {
+		setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ReasonWaitingNamespace, "waiting for the namespace of cluster "+cluster.Name, reg.Generation)
+		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
+	}
+	if !metav1.IsControlledBy(reg, cluster) && len(reg.OwnerReferences) == 0 {
+		if err := controllerutil.SetOwnerReference(cluster, reg, r.Client.Scheme()); err == nil {
+			if err := r.Client.Update(ctx, reg); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+
+	g := r.grantOf(reg, cluster.Name)
+	for _, o := range g.objects() {
+		if err := apply(ctx, r.Client, o); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: g.SA, Namespace: g.ClusterNamespace}}, tr); err != nil {
+		return ctrl.Result{}, fmt.Errorf("requesting agent token: %w", err)
+	}
+	secretName := names.RegistrationSecretName(reg.Spec.ClientID, reg.Spec.ClientRandom)
+	labels := map[string]string{
+		fleet.ManagedLabel: "true", fleet.ClusterLabel: cluster.Name, fleet.ClusterRegistrationNS: reg.Namespace,
+		labelCredentialOf: reg.Name, labelTokenOf: tok.Name, labelTokenNamespace: tok.Namespace,
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.Opts.SystemRegistrationNamespace, Labels: labels},
+		Type:       fleet.SecretTypeAgentCredential,
+		Data: map[string][]byte{
+			"token":               []byte(tr.Status.Token),
+			"deploymentNamespace": []byte(g.ClusterNamespace),
+			"clusterNamespace":    []byte(reg.Namespace),
+			"clusterName":         []byte(cluster.Name),
+			"systemNamespace":     []byte(r.Opts.SystemNamespace),
+		},
+	}
+	if err := apply(ctx, r.Client, secret); err != nil {
+		return ctrl.Result{}, err
+	}
+	role, binding := credsAccess(r.Opts.SystemRegistrationNamespace, secretName, TokenSAName(tok), tok.Namespace, labels)
+	if err := apply(ctx, r.Client, role); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := apply(ctx, r.Client, binding); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteOlder(ctx, reg); err != nil {
+		return ctrl.Result{}, err
+	}
+	reg.Status.Granted = true
+	reg.Status.ClusterName = cluster.Name
+	setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionTrue, ReasonGranted, "credential issued for cluster "+cluster.Name, reg.Generation)
+	log.Info("granted cluster registration", "cluster", cluster.Name, "clusterNamespace", g.ClusterNamespace)
+	return ctrl.Result{RequeueAfter: jitter(r.Opts.RegistrationSecretTTL)}, nil
+}
+
+// findOrCreateCluster returns the Cluster of reg's clientID in reg's
+// namespace, creating it (with the registration's labels) when there is
+// none. A clientID that belongs to a Cluster in another workspace is refused.
+func (r *RegistrationReconciler) findOrCreateCluster(ctx context.Context, reg *fleet.ClusterRegistration) (*fleet.Cluster, error) {
+	var list fleet.ClusterList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterClientIDIndex: reg.Spec.ClientID}); err != nil {
+		return nil, err
+	}
+	var other string
+	var found *fleet.Cluster
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.Namespace != reg.Namespace {
+			other = c.Namespace
+			continue
+		}
+		if found == nil || c.CreationTimestamp.Before(&found.CreationTimestamp) {
+			found = c
+		}
+	}
+	if found != nil {
+		return found, nil
+	}
+	if other != "" {
+		return nil, &refusal{ReasonOtherWorkspace, fmt.Sprintf("clientID is already used by a cluster in namespace %s; a cluster cannot move between workspaces by registering", other)}
+	}
+	name := names.ClusterNameForClientID(reg.Spec.ClientID)
+	c := &fleet.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: ClusterLabels(reg.Spec.ClusterLabels)},
+		Spec:       fleet.ClusterSpec{ClientID: reg.Spec.ClientID},
+	}
+	c.Labels[fleet.ClusterLabel] = name
+	if err := r.Client.Create(ctx, c); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			existing := &fleet.Cluster{}
+			if gerr := r.Reader.Get(ctx, client.ObjectKeyFromObject(c), existing); gerr == nil && existing.Spec.ClientID == reg.Spec.ClientID {
+				return existing, nil
+			}
+			return nil, &refusal{ReasonNameConflict, fmt.Sprintf("cluster %s exists with a different clientID", name)}
+		}
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).Info("created cluster for registration", "cluster", name)
+	return c, nil
+}
+
+// ClusterLabels are the labels a registering agent may set on a new
+// Cluster: everything but the reserved fleet.cattle.io/ (except
+// created-by-agent-pod) and management.cattle.io/ prefixes.
+func ClusterLabels(in map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range in {
+		if k != fleet.CreatedByAgentPodLabel && (strings.HasPrefix(k, fleet.LabelPrefix) || strings.HasPrefix(k, "management.cattle.io/")) {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// deleteOlder deletes the other registrations of the same clientID in the
+// namespace; their finalizers revoke their credentials.
+func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.ClusterRegistration) error {
+	var list fleet.ClusterRegistrationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingFields{registrationClientIDIndex: reg.Spec.ClientID}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == reg.UID || reg.CreationTimestamp.Before(&o.CreationTimestamp) {
+			continue
+		}
+		if err := deleteIfExists(ctx, r.Client, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// afterGrant removes the hand-over Secret (and its read grant) once the
+// agent has checked in with its new credential, or when it has waited for
+// RegistrationSecretTTL.
+func (r *RegistrationReconciler) afterGrant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
+	c := meta.FindStatusCondition(reg.Status.Conditions, ConditionGranted)
+	grantedAt := reg.CreationTimestamp.Time
+	if c != nil {
+		grantedAt = c.LastTransitionTime.Time
+	}
+	cluster := &fleet.Cluster{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: reg.Status.ClusterName}, cluster)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	checkedIn := err == nil && !cluster.Status.Agent.LastSeen.IsZero() && !cluster.Status.Agent.LastSeen.Time.Before(grantedAt.Truncate(time.Second))
+	if !checkedIn && time.Since(grantedAt) < r.Opts.RegistrationSecretTTL {
+		return ctrl.Result{RequeueAfter: jitter(time.Until(grantedAt.Add(r.Opts.RegistrationSecretTTL)))}, nil
+	}
+	return ctrl.Result{}, r.deleteHandover(ctx, reg)
+}
+
+func (r *RegistrationReconciler) deleteHandover(ctx context.Context, reg *fleet.ClusterRegistration) error {
+	if reg.Spec.ClientID == "" {
+		return nil
+	}
+	name := names.RegistrationSecretName(reg.Spec.ClientID, reg.Spec.ClientRandom)
+	ns := r.Opts.SystemRegistrationNamespace
+	role, binding := credsAccess(ns, name, "", "", nil)
+	for _, o := range []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, binding, role} {
+		if err := deleteIfExists(ctx, r.Client, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revoke deletes the credential of reg: its ServiceAccount (every token of
+// it stops working at once), its RBAC and the hand-over Secret.
+func (r *RegistrationReconciler) revoke(ctx context.Context, reg *fleet.ClusterRegistration) error {
+	if err := r.deleteHandover(ctx, reg); err != nil {
+		return err
+	}
+	if reg.Status.ClusterName == "" {
+		return nil
+	}
+	for _, o := range r.grantOf(reg, reg.Status.ClusterName).objects() {
+		if err := deleteIfExists(ctx, r.Client, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setCond sets one condition, keeping LastTransitionTime when the status
+// does not change.
+func setCond(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64) {
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+}

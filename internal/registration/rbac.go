@@ -1,0 +1,111 @@
+package registration
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// ContentClusterRoleName is the ClusterRole (maintained by the Content
+// controller) that lets a cluster's agent read exactly the Contents of its
+// BundleDeployments (contract 3).
+func ContentClusterRoleName(clusterNamespace string) string {
+	return "fleet-content-" + clusterNamespace
+}
+
+// Labels put on every object created for one agent credential, so that a
+// deleted Cluster's objects can be found and removed.
+const (
+	labelCredentialOf = "fleet.cattle.io/credential-of-registration"
+	labelTokenOf      = "fleet.cattle.io/import-token"
+)
+
+// grant is everything one agent credential consists of.
+type grant struct {
+	// SA is the request ServiceAccount in the cluster namespace.
+	SA string
+	// Registration names the ClusterRegistration (namespace = workspace).
+	Registration     string
+	Workspace        string
+	Cluster          string
+	ClusterNamespace string
+}
+
+func (g grant) labels() map[string]string {
+	return map[string]string{
+		fleet.ManagedLabel:          "true",
+		fleet.ClusterLabel:          g.Cluster,
+		fleet.ClusterNamespaceLabel: g.Workspace,
+		labelCredentialOf:           g.Registration,
+	}
+}
+
+func (g grant) subject() rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: g.SA, Namespace: g.ClusterNamespace}
+}
+
+// objects returns the ServiceAccount and RBAC of contract 3: read its own
+// BundleDeployments, Secrets and ConfigMaps, write their status, renew its
+// own token; patch the status of its own Cluster only; read the Contents the
+// Content controller lists in fleet-content-<clusterNamespace>.
+func (g grant) objects() []client.Object {
+	meta := func(name, ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: g.labels(), Annotations: map[string]string{
+			fleet.ClusterLabel:             g.Cluster,
+			fleet.ClusterRegistrationLabel: g.Registration,
+			fleet.ClusterRegistrationNS:    g.Workspace,
+		}}
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: meta(g.SA, g.ClusterNamespace)}
+	nsRole := &rbacv1.Role{ObjectMeta: meta(g.SA, g.ClusterNamespace), Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{g.SA}},
+	}}
+	nsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.ClusterNamespace),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
+		Subjects: []rbacv1.Subject{g.subject()}}
+	wsRole := &rbacv1.Role{ObjectMeta: meta(g.SA, g.Workspace), Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"patch", "update"}, ResourceNames: []string{g.Cluster}},
+	}}
+	wsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.Workspace),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
+		Subjects: []rbacv1.Subject{g.subject()}}
+	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(g.SA+"-content", ""),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ContentClusterRoleName(g.ClusterNamespace)},
+		Subjects: []rbacv1.Subject{g.subject()}}
+	return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding, content}
+}
+
+// credsAccess lets the import ServiceAccount of a token `get` exactly one
+// registration secret (resourceNames), nothing else in that namespace.
+func credsAccess(ns, secretName, tokenSA, tokenNS string, labels map[string]string) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	name := secretName + "-creds"
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{secretName}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: tokenSA, Namespace: tokenNS}}}
+	return role, binding
+}
+
+// tokenObjects are the import ServiceAccount of a ClusterRegistrationToken
+// and its only permission: create ClusterRegistrations in the workspace.
+func tokenObjects(tokenName, ns, sa string, owner metav1.OwnerReference) []client.Object {
+	meta := metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tokenName},
+		OwnerReferences: []metav1.OwnerReference{owner}}
+	m := func(name string) metav1.ObjectMeta { x := *meta.DeepCopy(); x.Name = name; return x }
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: m(sa)},
+		&rbacv1.Role{ObjectMeta: m(sa + "-role"), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create"}},
+		}},
+		&rbacv1.RoleBinding{ObjectMeta: m(sa + "-to-role"),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa + "-role"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}},
+	}
+}

@@ -1,0 +1,181 @@
+// Package registration is the manager side of cluster registration: it turns
+// ClusterRegistrationTokens into import credentials, grants
+// ClusterRegistrations a per-cluster credential, creates each Cluster's
+// namespace, imports clusters from a kubeconfig Secret (manager-initiated
+// registration) and bootstraps the local cluster.
+//
+// Every credential handed out is a TokenRequest token of a ServiceAccount
+// the manager owns; revoking a credential means deleting its ServiceAccount.
+// The envtest control planes used in tests have no garbage collector, so
+// every owned object is also deleted explicitly (finalizers), which is what
+// makes revocation immediate in production as well.
+package registration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// Options configure the registration controllers.
+type Options struct {
+	// SystemNamespace is where the controller runs; written into values so
+	// that agents know it.
+	SystemNamespace string
+	// SystemRegistrationNamespace holds the c-* registration secrets.
+	SystemRegistrationNamespace string
+	// APIServerURL and APIServerCA are what agents use to reach the manager.
+	APIServerURL string
+	APIServerCA  []byte
+	// BootstrapNamespace, when set, gets Cluster "local" and ClusterGroup
+	// "default" at start-up.
+	BootstrapNamespace string
+	// AgentCheckinInterval is passed to imported agents.
+	AgentCheckinInterval time.Duration
+	// AgentTokenTTL is the lifetime of an agent credential (TokenRequest
+	// expirationSeconds); agents renew it well before it ends. Default 30
+	// days, so that an agent offline for days still gets back in. The API
+	// server may cap it (--service-account-max-token-expiration).
+	AgentTokenTTL time.Duration
+	// ImportTokenTTL is the TTL of the ClusterRegistrationToken created for
+	// a manager-initiated import (default 12h, as Fleet).
+	ImportTokenTTL time.Duration
+	// InfiniteTokenLifetime is the lifetime of the import token of a
+	// ClusterRegistrationToken without TTL (default 1 year); the values
+	// Secret is refreshed when half of it is gone.
+	InfiniteTokenLifetime time.Duration
+	// RegistrationSecretTTL is how long a c-* secret may live when the agent
+	// never confirms (default 40 minutes, as Fleet).
+	RegistrationSecretTTL time.Duration
+	// AgentImage is the image of the fleet-agent Deployment applied on import.
+	AgentImage string
+	// Workers is the number of concurrent reconciles per controller.
+	Workers int
+}
+
+// Defaults fills unset options.
+func (o *Options) Defaults() {
+	if o.SystemNamespace == "" {
+		o.SystemNamespace = fleet.DefaultSystemNamespace
+	}
+	if o.SystemRegistrationNamespace == "" {
+		o.SystemRegistrationNamespace = fleet.DefaultSystemRegistrationNamespace
+	}
+	if o.AgentCheckinInterval == 0 {
+		o.AgentCheckinInterval = 15 * time.Minute
+	}
+	if o.AgentTokenTTL == 0 {
+		o.AgentTokenTTL = 30 * 24 * time.Hour
+	}
+	if o.ImportTokenTTL == 0 {
+		o.ImportTokenTTL = 12 * time.Hour
+	}
+	if o.InfiniteTokenLifetime == 0 {
+		o.InfiniteTokenLifetime = 365 * 24 * time.Hour
+	}
+	if o.RegistrationSecretTTL == 0 {
+		o.RegistrationSecretTTL = 40 * time.Minute
+	}
+	if o.AgentImage == "" {
+		o.AgentImage = DefaultAgentImage
+	}
+	if o.Workers == 0 {
+		o.Workers = 10
+	}
+}
+
+// DefaultAgentImage is the fleet-agent image used when none is configured.
+const DefaultAgentImage = "ghcr.io/fleetgo/fleet-agent:latest"
+
+// Field indexes (names prefixed so they never clash with other areas').
+const (
+	clusterClientIDIndex      = "registration.cluster.spec.clientID"
+	registrationClientIDIndex = "registration.clusterregistration.spec.clientID"
+)
+
+// fieldOwner marks writes of this area.
+const fieldOwner = client.FieldOwner("fleet-registration")
+
+// Setup adds the registration controllers and the local bootstrap to mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	opts.Defaults()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &fleet.Cluster{}, clusterClientIDIndex, func(o client.Object) []string {
+		if id := o.(*fleet.Cluster).Spec.ClientID; id != "" {
+			return []string{id}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing clusters: %w", err)
+	}
+	if err := idx.IndexField(ctx, &fleet.ClusterRegistration{}, registrationClientIDIndex, func(o client.Object) []string {
+		if id := o.(*fleet.ClusterRegistration).Spec.ClientID; id != "" {
+			return []string{id}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing cluster registrations: %w", err)
+	}
+	base := reconcilerBase{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Opts: opts, Config: mgr.GetConfig()}
+	if err := (&TokenReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&RegistrationReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&ClusterReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if opts.BootstrapNamespace != "" {
+		if err := mgr.Add(&Bootstrap{reconcilerBase: base}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcilerBase is what every registration reconciler shares.
+type reconcilerBase struct {
+	// Client reads from the cache and writes to the API server.
+	Client client.Client
+	// Reader reads straight from the API server; used for Secrets,
+	// ServiceAccounts and RBAC so that the manager does not cache every one
+	// of them cluster-wide.
+	Reader client.Reader
+	Opts   Options
+	// Config is the manager's own rest config (for the local bootstrap).
+	Config *rest.Config
+}
+
+// rateLimiter is a jittered exponential backoff per object (1s .. 5m), so
+// that failing objects never retry in lock-step or in a tight loop.
+func rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return &jitterLimiter{inner: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute)}
+}
+
+type jitterLimiter struct {
+	inner workqueue.TypedRateLimiter[reconcile.Request]
+}
+
+func (j *jitterLimiter) When(item reconcile.Request) time.Duration {
+	return jitter(j.inner.When(item))
+}
+func (j *jitterLimiter) Forget(item reconcile.Request)          { j.inner.Forget(item) }
+func (j *jitterLimiter) NumRequeues(item reconcile.Request) int { return j.inner.NumRequeues(item) }
+
+// jitter spreads d by up to +20%.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}

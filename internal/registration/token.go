@@ -1,0 +1,210 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+const (
+	tokenFinalizer = "fleet.cattle.io/registration-token"
+	// tokenExpiryAnnotation on the values Secret records when the import
+	// token inside it ends, so it is refreshed in time (never logged).
+	tokenExpiryAnnotation = "fleet.cattle.io/token-expiration"
+	labelTokenNamespace   = "fleet.cattle.io/import-token-namespace"
+	// minTokenLifetime is the shortest lifetime kube-apiserver accepts.
+	minTokenLifetime = 10 * time.Minute
+)
+
+// TokenReconciler turns a ClusterRegistrationToken into an import
+// ServiceAccount that can only create ClusterRegistrations in its namespace,
+// and a Secret with a ready values.yaml for the fleet-agent chart.
+type TokenReconciler struct {
+	reconcilerBase
+}
+
+// SetupWithManager registers the controller.
+func (r *TokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("registration-token").
+		For(&fleet.ClusterRegistrationToken{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
+		Complete(r)
+}
+
+// TokenSAName is the import ServiceAccount of a token.
+func TokenSAName(tok *fleet.ClusterRegistrationToken) string {
+	return names.SafeConcatName(tok.Name, string(tok.UID))
+}
+
+// tokenExpiry is when tok stops working, or nil when it never does.
+func tokenExpiry(tok *fleet.ClusterRegistrationToken) *metav1.Time {
+	if tok.Spec.TTL == nil || tok.Spec.TTL.Duration <= 0 {
+		return nil
+	}
+	t := metav1.NewTime(tok.CreationTimestamp.Add(tok.Spec.TTL.Duration))
+	return &t
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	tok := &fleet.ClusterRegistrationToken{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tok); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tok.DeletionTimestamp.IsZero() {
+		if err := r.cleanupToken(ctx, tok); err != nil {
+			return ctrl.Result{}, err
+		}
+		if controllerutil.RemoveFinalizer(tok, tokenFinalizer) {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, tok))
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(tok, tokenFinalizer) {
+		if err := r.Client.Update(ctx, tok); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	now := time.Now()
+	expires := tokenExpiry(tok)
+	if expires != nil && !now.Before(expires.Time) {
+		log.Info("registration token expired; deleting it and its import credential", "expired", expires.Time)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, tok))
+	}
+
+	sa := TokenSAName(tok)
+	owner := metav1.OwnerReference{APIVersion: fleet.GroupVersion.String(), Kind: "ClusterRegistrationToken", Name: tok.Name, UID: tok.UID}
+	for _, o := range tokenObjects(tok.Name, tok.Namespace, sa, owner) {
+		if err := apply(ctx, r.Client, o); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	refreshAt, err := r.ensureValuesSecret(ctx, tok, sa, expires)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	old := tok.DeepCopy()
+	tok.Status.SecretName = tok.Name
+	tok.Status.Expires = expires
+	if err := r.Client.Status().Patch(ctx, tok, client.MergeFrom(old)); err != nil {
+		return ctrl.Result{}, err
+	}
+	next := time.Until(refreshAt)
+	if expires != nil && time.Until(expires.Time) < next {
+		next = time.Until(expires.Time)
+	}
+	return ctrl.Result{RequeueAfter: jitter(max(next, time.Second))}, nil
+}
+
+// ensureValuesSecret writes the Secret named like the token, unless it holds
+// a token that is good for a while; it returns when to refresh it.
+func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.ClusterRegistrationToken, sa string, expires *metav1.Time) (time.Time, error) {
+	lifetime := r.Opts.InfiniteTokenLifetime
+	if expires != nil {
+		lifetime = max(time.Until(expires.Time), minTokenLifetime)
+	}
+	existing := &corev1.Secret{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: tok.Namespace, Name: tok.Name}, existing)
+	switch {
+	case err == nil:
+		if t, perr := time.Parse(time.RFC3339, existing.Annotations[tokenExpiryAnnotation]); perr == nil &&
+			existing.Type == fleet.SecretTypeClusterRegistrationValues && len(existing.Data["values"]) > 0 {
+			// Keep the values that were handed out as long as they work;
+			// refresh when less than half of a long lifetime is left.
+			refresh := t.Add(-lifetime / 2)
+			if expires != nil && !t.Before(expires.Time) || time.Now().Before(refresh) {
+				return refresh, nil
+			}
+		}
+	case !apierrors.IsNotFound(err):
+		return time.Time{}, err
+	}
+
+	seconds := int64(lifetime / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: tok.Namespace}}, tr); err != nil {
+		return time.Time{}, fmt.Errorf("requesting import token: %w", err)
+	}
+	values, err := r.valuesYAML(tok, tr.Status.Token)
+	if err != nil {
+		return time.Time{}, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tok.Name, Namespace: tok.Namespace,
+			Labels:      map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tok.Name},
+			Annotations: map[string]string{tokenExpiryAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: fleet.GroupVersion.String(), Kind: "ClusterRegistrationToken", Name: tok.Name, UID: tok.UID}}},
+		Type: fleet.SecretTypeClusterRegistrationValues,
+		Data: map[string][]byte{"values": values},
+	}
+	if err := apply(ctx, r.Client, secret); err != nil {
+		return time.Time{}, err
+	}
+	return tr.Status.ExpirationTimestamp.Add(-lifetime / 2), nil
+}
+
+// Values are the keys of the fleet-agent chart values a token hands out.
+type Values struct {
+	APIServerURL                string            `json:"apiServerURL"`
+	APIServerCA                 string            `json:"apiServerCA"`
+	ClusterNamespace            string            `json:"clusterNamespace"`
+	SystemRegistrationNamespace string            `json:"systemRegistrationNamespace"`
+	Token                       string            `json:"token"`
+	TokenName                   string            `json:"tokenName"`
+	Internal                    map[string]string `json:"internal,omitempty"`
+}
+
+func (r *TokenReconciler) valuesYAML(tok *fleet.ClusterRegistrationToken, token string) ([]byte, error) {
+	v := Values{
+		APIServerURL:                r.Opts.APIServerURL,
+		APIServerCA:                 string(r.Opts.APIServerCA),
+		ClusterNamespace:            tok.Namespace,
+		SystemRegistrationNamespace: r.Opts.SystemRegistrationNamespace,
+		Token:                       token,
+		TokenName:                   tok.Name,
+	}
+	if r.Opts.SystemNamespace != fleet.DefaultSystemNamespace {
+		v.Internal = map[string]string{"systemNamespace": r.Opts.SystemNamespace}
+	}
+	return yaml.Marshal(v)
+}
+
+// cleanupToken revokes the import credential of a deleted token: its
+// ServiceAccount (which invalidates every token of it), RBAC, values Secret
+// and the read grants on registration secrets.
+func (r *TokenReconciler) cleanupToken(ctx context.Context, tok *fleet.ClusterRegistrationToken) error {
+	sa := TokenSAName(tok)
+	for _, o := range tokenObjects(tok.Name, tok.Namespace, sa, metav1.OwnerReference{}) {
+		if err := deleteIfExists(ctx, r.Client, o); err != nil {
+			return err
+		}
+	}
+	if err := deleteIfExists(ctx, r.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tok.Name, Namespace: tok.Namespace}}); err != nil {
+		return err
+	}
+	sel := client.MatchingLabels{labelTokenOf: tok.Name, labelTokenNamespace: tok.Namespace}
+	in := client.InNamespace(r.Opts.SystemRegistrationNamespace)
+	for _, o := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}} {
+		if err := r.Client.DeleteAllOf(ctx, o, in, sel); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
