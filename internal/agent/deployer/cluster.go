@@ -1,0 +1,281 @@
+package deployer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// ensureNamespace creates the release namespace (unless createNamespace is
+// false) and sets namespaceLabels/Annotations, as the deploying identity.
+func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string, opts fleet.BundleDeploymentOptions) error {
+	cfg, _ := g.ToRESTConfig()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if opts.CreateNamespace != nil && !*opts.CreateNamespace {
+			return fmt.Errorf("namespace %q does not exist and createNamespace is false", ns)
+		}
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
+		}}
+		_, err = cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if !missing(cur.Labels, opts.NamespaceLabels) && !missing(cur.Annotations, opts.NamespaceAnnotations) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels": opts.NamespaceLabels, "annotations": opts.NamespaceAnnotations,
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}
+
+func missing(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// applyCRDs server-side applies the bundle's CRDs, already marked as owned
+// by the release so Helm adopts them, and waits until they serve; then it
+// refreshes discovery so the custom resources in the same bundle map.
+func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstructured, release, ns string) error {
+	cfg, _ := g.ToRESTConfig()
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	res := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	for _, crd := range crds {
+		o := crd.DeepCopy()
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["app.kubernetes.io/managed-by"] = "Helm"
+		o.SetLabels(labels)
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann["meta.helm.sh/release-name"] = release
+		ann["meta.helm.sh/release-namespace"] = ns
+		o.SetAnnotations(ann)
+		data, err := json.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		if _, err := res.Patch(ctx, o.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue()}); err != nil {
+			return fmt.Errorf("creating CRD %s: %w", o.GetName(), err)
+		}
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			live, err := res.Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.GetName(), err)
+		}
+	}
+	g.reset()
+	return nil
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// values merges valuesFrom (read downstream, in order) under helm.values.
+func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOptions) (map[string]any, error) {
+	out := map[string]any{}
+	for _, vf := range h.ValuesFrom {
+		var raw string
+		switch {
+		case vf.ConfigMapKeyRef != nil:
+			ref := vf.ConfigMapKeyRef
+			cm, err := d.clientset.CoreV1().ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
+			}
+			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
+		case vf.SecretKeyRef != nil:
+			ref := vf.SecretKeyRef
+			s, err := d.clientset.CoreV1().Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
+			}
+			raw = string(s.Data[orDefault(ref.Key, "values.yaml")])
+		default:
+			continue
+		}
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(raw), &m); err != nil {
+			return nil, fmt.Errorf("%w: valuesFrom: invalid YAML: %v", ErrRender, err)
+		}
+		out = mergeValues(out, m)
+	}
+	if h.Values != nil && h.Values.Data != nil {
+		b, err := json.Marshal(h.Values.Data)
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		out = mergeValues(out, m)
+	}
+	return out, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// mergeValues deep-merges b over a.
+func mergeValues(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]any); ok {
+			if am, ok := out[k].(map[string]any); ok {
+				out[k] = mergeValues(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// UninstallInput names a release to remove.
+type UninstallInput struct {
+	ReleaseName, Namespace, ServiceAccount string
+	// KeepResources removes only the release history, leaving the objects.
+	KeepResources bool
+	// DeleteNamespace deletes the release namespace afterwards (never a
+	// system namespace).
+	DeleteNamespace bool
+}
+
+// Uninstall removes a release; a release that does not exist is fine.
+func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
+	ac, _, err := d.actionConfig(in.Namespace, in.ServiceAccount)
+	if err != nil {
+		return err
+	}
+	if in.KeepResources {
+		if err := purgeHistory(ac, in.ReleaseName); err != nil {
+			return err
+		}
+	} else {
+		u := action.NewUninstall(ac)
+		u.IgnoreNotFound = true
+		u.WaitStrategy = kube.HookOnlyStrategy
+		u.Timeout = 5 * time.Minute
+		if _, err := u.Run(in.ReleaseName); err != nil && !strings.Contains(err.Error(), "not found") {
+			return err
+		}
+	}
+	if in.DeleteNamespace && !systemNamespace(in.Namespace) {
+		err := d.clientset.CoreV1().Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func systemNamespace(ns string) bool {
+	return ns == "default" || strings.HasPrefix(ns, "kube-") || ns == fleet.DefaultSystemNamespace
+}
+
+// ReleaseRef is one release the agent deployed, found from its storage
+// Secrets.
+type ReleaseRef struct {
+	Name, Namespace string
+	// BundleDeployment is the name of the BundleDeployment it came from.
+	BundleDeployment string
+	KeepResources    bool
+}
+
+// Releases lists this agent's releases with a single label-selected list of
+// Helm's storage Secrets (no decoding of release payloads).
+func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
+	list, err := d.clientset.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
+		LabelSelector: "owner=helm," + StorageAgentNamespaceLbl + "=" + d.agentNamespace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []ReleaseRef
+	for _, s := range list.Items {
+		key := s.Namespace + "/" + s.Labels["name"]
+		if seen[key] || s.Labels["name"] == "" {
+			continue
+		}
+		seen[key] = true
+		out = append(out, ReleaseRef{
+			Name: s.Labels["name"], Namespace: s.Namespace,
+			BundleDeployment: s.Labels[StorageBundleIDLabel],
+			KeepResources:    s.Labels[StorageKeepResourcesLabel] == "true",
+		})
+	}
+	return out, nil
+}
+
+// IsRenderError reports bad bundle content, which retrying does not fix.
+func IsRenderError(err error) bool {
+	return errors.Is(err, ErrRender) || errors.Is(err, ErrNamespace)
+}

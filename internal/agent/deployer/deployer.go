@@ -1,0 +1,359 @@
+// Package deployer renders a bundle into a Helm chart and installs,
+// upgrades, rolls back and uninstalls it downstream with the Helm v4 SDK.
+// Release history is stored in Secrets in the release namespace, as Fleet
+// does, so `helm list` shows Fleet's releases.
+package deployer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	ri "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/manifest"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+// FieldManager is the server-side apply manager of everything the agent
+// deploys (Helm's and the agent's own CRD pre-apply share it, so they never
+// conflict with each other).
+const FieldManager = "fleet-agent"
+
+// Labels on Helm's release storage Secrets, so that garbage collection finds
+// the agent's releases with one label-selected list.
+const (
+	StorageBundleIDLabel      = "fleet.cattle.io/bundle-id"
+	StorageAgentNamespaceLbl  = "fleet.cattle.io/agent-namespace"
+	StorageKeepResourcesLabel = "fleet.cattle.io/keep-resources"
+)
+
+// DefaultMaxHistory is Fleet's default number of kept release revisions.
+const DefaultMaxHistory = 2
+
+// Deployer installs bundles into one downstream cluster.
+type Deployer struct {
+	config         *rest.Config
+	agentNamespace string
+	clientset      kubernetes.Interface
+}
+
+// New returns a Deployer for the downstream cluster of config (an admin
+// config: the agent's own identity there).
+func New(config *rest.Config, agentNamespace string) (*Deployer, error) {
+	kube.ManagedFieldsManager = FieldManager
+	cs, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployer{config: rest.CopyConfig(config), agentNamespace: agentNamespace, clientset: cs}, nil
+}
+
+// Input is one deployment of a BundleDeployment.
+type Input struct {
+	// Name is the BundleDeployment name (the bundle ID).
+	Name         string
+	DeploymentID string
+	Commit       string
+	// Options are the BundleDeployment options with the values from the
+	// values Secret already merged into helm.values.
+	Options  fleet.BundleDeploymentOptions
+	Manifest *manifest.Manifest
+}
+
+// Release is a deployed release and its objects.
+type Release struct {
+	Name      string
+	Namespace string
+	Version   int
+	// Objects are the post-rendered objects of the release, with their
+	// namespaces resolved.
+	Objects []*unstructured.Unstructured
+}
+
+// String is Fleet's "namespace/name:version".
+func (r *Release) String() string {
+	return fmt.Sprintf("%s/%s:%d", r.Namespace, r.Name, r.Version)
+}
+
+// ReleaseName is helm.releaseName, else the BundleDeployment name made into
+// a valid release name (at most 53 characters).
+func ReleaseName(bdName string, opts fleet.BundleDeploymentOptions) string {
+	if opts.Helm != nil && opts.Helm.ReleaseName != "" {
+		return opts.Helm.ReleaseName
+	}
+	return names.HelmReleaseName(bdName)
+}
+
+// ReleaseNamespace is `namespace`, else `defaultNamespace`, else "default".
+func ReleaseNamespace(opts fleet.BundleDeploymentOptions) string {
+	switch {
+	case opts.TargetNamespace != "":
+		return opts.TargetNamespace
+	case opts.DefaultNamespace != "":
+		return opts.DefaultNamespace
+	}
+	return "default"
+}
+
+// restConfigFor impersonates serviceAccount (in the agent namespace) when
+// set, so a bundle can do only what that account may.
+func (d *Deployer) restConfigFor(serviceAccount string) *rest.Config {
+	cfg := rest.CopyConfig(d.config)
+	if serviceAccount != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + d.agentNamespace + ":" + serviceAccount,
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + d.agentNamespace, "system:authenticated"},
+		}
+	}
+	return cfg
+}
+
+func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
+	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace)
+	ac := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	if err := ac.Init(getter, namespace, "secret"); err != nil {
+		return nil, nil, err
+	}
+	if kc, ok := ac.KubeClient.(*kube.Client); ok {
+		kc.Namespace = namespace
+	}
+	return ac, getter, nil
+}
+
+// Deploy installs or upgrades the release of in and returns it.
+func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
+	opts := in.Options
+	helm := opts.Helm
+	if helm == nil {
+		helm = &fleet.HelmOptions{}
+	}
+	name := ReleaseName(in.Name, opts)
+	if len(name) > names.MaxHelmReleaseNameLen {
+		return nil, fmt.Errorf("%w: release name %q is longer than %d characters", ErrRender, name, names.MaxHelmReleaseNameLen)
+	}
+	ns := ReleaseNamespace(opts)
+	ch, err := Render(in.Name, in.Manifest, opts)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Metadata.Annotations == nil {
+		ch.Metadata.Annotations = map[string]string{}
+	}
+	ch.Metadata.Annotations[fleet.BundleIDAnnotation] = in.Name
+	ch.Metadata.Annotations[fleet.AgentNamespaceAnnotation] = d.agentNamespace
+	ch.Metadata.Annotations[fleet.ServiceAccountAnnotation] = opts.ServiceAccount
+	ch.Metadata.Annotations[fleet.KeepResourcesAnnotation] = fmt.Sprint(opts.KeepResources)
+	if in.Commit != "" {
+		ch.Metadata.Annotations[fleet.CommitAnnotation] = in.Commit
+	}
+	values, err := d.values(ctx, ns, helm)
+	if err != nil {
+		return nil, err
+	}
+	ac, getter, err := d.actionConfig(ns, opts.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ensureNamespace(ctx, getter, ns, opts); err != nil {
+		return nil, err
+	}
+	mapper, err := getter.ToRESTMapper()
+	if err != nil {
+		return nil, err
+	}
+	pr := &postRenderer{
+		bdName: in.Name, targetNamespace: opts.TargetNamespace, releaseNamespace: ns,
+		keepCRDs: !opts.DeleteCRDResources, mapper: mapper,
+		applyCRDs: func(crds []*unstructured.Unstructured) error {
+			return applyCRDs(ctx, getter, crds, name, ns)
+		},
+	}
+	labels := map[string]string{
+		StorageBundleIDLabel:      names.Limit(in.Name, 63),
+		StorageAgentNamespaceLbl:  d.agentNamespace,
+		StorageKeepResourcesLabel: fmt.Sprint(opts.KeepResources),
+	}
+	wait, timeout := kube.HookOnlyStrategy, 5*time.Minute
+	if helm.TimeoutSeconds > 0 {
+		wait, timeout = kube.StatusWatcherStrategy, time.Duration(helm.TimeoutSeconds)*time.Second
+	}
+	last, err := d.lastRelease(ac, name)
+	if err != nil {
+		return nil, err
+	}
+	if last != nil && (last.Info.Status == rcommon.StatusPendingInstall ||
+		(last.Info.Status == rcommon.StatusFailed && last.Version == 1) || last.Info.Status == rcommon.StatusUninstalled) {
+		// A first install that never finished: start over rather than
+		// failing forever with "has no deployed releases".
+		if err := purgeHistory(ac, name); err != nil {
+			return nil, err
+		}
+		last = nil
+	} else if last != nil && last.Info.Status.IsPending() {
+		// An upgrade/rollback interrupted (agent restart): mark it failed
+		// so the next upgrade can proceed.
+		last.Info.Status = rcommon.StatusFailed
+		if err := ac.Releases.Update(last); err != nil {
+			return nil, err
+		}
+	}
+	var rel ri.Releaser
+	if last == nil {
+		i := action.NewInstall(ac)
+		i.ReleaseName, i.Namespace = name, ns
+		i.Replace = true
+		i.TakeOwnership = helm.TakeOwnership
+		i.ForceReplace = helm.Force
+		i.ServerSideApply = !helm.TakeOwnership && !helm.Force
+		i.RollbackOnFailure = helm.Atomic
+		i.WaitStrategy, i.Timeout, i.WaitForJobs = wait, timeout, helm.WaitForJobs
+		i.SkipSchemaValidation = helm.SkipSchemaValidation
+		i.Labels = labels
+		i.PostRenderer = pr
+		rel, err = i.RunWithContext(ctx, ch, values)
+	} else {
+		u := action.NewUpgrade(ac)
+		u.Namespace = ns
+		u.TakeOwnership = true
+		u.ForceReplace = helm.Force || (opts.CorrectDrift != nil && opts.CorrectDrift.Force)
+		if u.ForceReplace {
+			u.ServerSideApply = "false"
+		}
+		u.MaxHistory = maxHistory(helm)
+		u.RollbackOnFailure = helm.Atomic
+		u.WaitStrategy, u.Timeout, u.WaitForJobs = wait, timeout, helm.WaitForJobs
+		u.SkipSchemaValidation = helm.SkipSchemaValidation
+		u.Labels = labels
+		u.PostRenderer = pr
+		rel, err = u.RunWithContext(ctx, name, ch, values)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return toRelease(rel)
+}
+
+func maxHistory(h *fleet.HelmOptions) int {
+	if h == nil || h.MaxHistory <= 0 {
+		return DefaultMaxHistory
+	}
+	return h.MaxHistory
+}
+
+func (d *Deployer) lastRelease(ac *action.Configuration, name string) (*release.Release, error) {
+	r, err := ac.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return asV1(r)
+}
+
+func purgeHistory(ac *action.Configuration, name string) error {
+	hist, err := ac.Releases.History(name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return err
+	}
+	for _, h := range hist {
+		r, err := asV1(h)
+		if err != nil {
+			return err
+		}
+		if _, err := ac.Releases.Delete(r.Name, r.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+func asV1(r ri.Releaser) (*release.Release, error) {
+	switch v := r.(type) {
+	case *release.Release:
+		return v, nil
+	case release.Release:
+		return &v, nil
+	}
+	return nil, fmt.Errorf("unsupported release type %T", r)
+}
+
+func toRelease(r ri.Releaser) (*Release, error) {
+	v1, err := asV1(r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := ObjectsOf(v1.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &Release{Name: v1.Name, Namespace: v1.Namespace, Version: v1.Version, Objects: objs}, nil
+}
+
+// Current returns the last deployed revision of a release, or nil when there
+// is none.
+func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*Release, error) {
+	ac, _, err := d.actionConfig(ReleaseNamespace(opts), opts.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ac.Releases.Deployed(ReleaseName(bdName, opts))
+	if errors.Is(err, driver.ErrReleaseNotFound) || errors.Is(err, driver.ErrNoDeployedReleases) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return toRelease(r)
+}
+
+// CorrectDrift restores the objects of the deployed release by rolling back
+// to its current revision (which re-applies it and re-creates deleted
+// objects). Unless keepFailHistory, a failed attempt leaves no revision.
+func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
+	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
+	ac, _, err := d.actionConfig(ns, opts.ServiceAccount)
+	if err != nil {
+		return err
+	}
+	cur, err := ac.Releases.Deployed(name)
+	if err != nil {
+		return err
+	}
+	v1, err := asV1(cur)
+	if err != nil {
+		return err
+	}
+	rb := action.NewRollback(ac)
+	rb.Version = v1.Version
+	rb.MaxHistory = maxHistory(opts.Helm)
+	rb.WaitStrategy = kube.HookOnlyStrategy
+	rb.ServerSideApply = "true"
+	rb.ForceConflicts = true
+	if cd.Force {
+		rb.ForceReplace, rb.ServerSideApply, rb.ForceConflicts = true, "false", false
+	}
+	rbErr := rb.Run(name)
+	if rbErr != nil && !cd.KeepFailHistory {
+		if last, err := d.lastRelease(ac, name); err == nil && last != nil &&
+			last.Version > v1.Version && last.Info.Status == rcommon.StatusFailed {
+			_, _ = ac.Releases.Delete(name, last.Version)
+			// Make the revision we rolled back from current again.
+			v1.Info.Status = rcommon.StatusDeployed
+			_ = ac.Releases.Update(v1)
+		}
+	}
+	return rbErr
+}

@@ -1,0 +1,176 @@
+package deployer
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Labels and annotations the agent puts on every deployed object. The names
+// are Fleet's, so tools that look for them keep working.
+const (
+	// SetIDAnnotation names the BundleDeployment an object belongs to.
+	SetIDAnnotation = "objectset.rio.cattle.io/id"
+	// SetHashLabel lets the drift watcher select only objects Fleet deployed.
+	SetHashLabel = "objectset.rio.cattle.io/hash"
+	// ResourcePolicyAnnotation keeps CRDs when the release is removed.
+	ResourcePolicyAnnotation = "helm.sh/resource-policy"
+)
+
+// SetID is the object-set ID of a BundleDeployment's objects.
+func SetID(bdName string) string { return "default-" + bdName }
+
+// SetHash is the label value derived from the set ID (label values are
+// limited to 63 characters).
+func SetHash(bdName string) string {
+	d := sha256.Sum256([]byte(SetID(bdName)))
+	return hex.EncodeToString(d[:])[:40]
+}
+
+// ErrNamespace is returned when `namespace` is set and the bundle contains a
+// cluster-scoped object.
+var ErrNamespace = errors.New("cluster-scoped object not allowed")
+
+// postRenderer enforces namespaces, labels every object for the drift
+// watcher and creates the bundle's CRDs before Helm maps the other objects,
+// so that custom resources of those CRDs install in the same pass.
+type postRenderer struct {
+	bdName           string
+	targetNamespace  string
+	releaseNamespace string
+	keepCRDs         bool
+	mapper           meta.RESTMapper
+	// applyCRDs is called with the bundle's CRDs before Helm builds the
+	// object list; nil skips it.
+	applyCRDs func([]*unstructured.Unstructured) error
+}
+
+var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	objs, err := decodeAll(in.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	crdScopes := map[schema.GroupKind]bool{} // kind -> namespaced
+	var crds []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() != crdGK {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		crdScopes[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
+		crds = append(crds, o)
+	}
+	var out bytes.Buffer
+	for _, o := range objs {
+		namespaced := p.isNamespaced(o.GroupVersionKind(), crdScopes)
+		switch {
+		case p.targetNamespace != "" && !namespaced:
+			return nil, fmt.Errorf("%w: %s %s is cluster-scoped but the bundle sets namespace %q",
+				ErrNamespace, o.GetKind(), o.GetName(), p.targetNamespace)
+		case p.targetNamespace != "":
+			o.SetNamespace(p.targetNamespace)
+		case namespaced && o.GetNamespace() == "":
+			o.SetNamespace(p.releaseNamespace)
+		case !namespaced:
+			o.SetNamespace("")
+		}
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[SetHashLabel] = SetHash(p.bdName)
+		o.SetLabels(labels)
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[SetIDAnnotation] = SetID(p.bdName)
+		if o.GroupVersionKind().GroupKind() == crdGK && p.keepCRDs {
+			ann[ResourcePolicyAnnotation] = "keep"
+		}
+		o.SetAnnotations(ann)
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	if len(crds) > 0 && p.applyCRDs != nil {
+		if err := p.applyCRDs(crds); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}
+
+func (p *postRenderer) isNamespaced(gvk schema.GroupVersionKind, crdScopes map[schema.GroupKind]bool) bool {
+	if ns, ok := crdScopes[gvk.GroupKind()]; ok {
+		return ns
+	}
+	if p.mapper != nil {
+		if m, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			return m.Scope.Name() == meta.RESTScopeNameNamespace
+		}
+	}
+	// Unknown kinds are treated as namespaced; Helm reports them.
+	return true
+}
+
+// decodeAll parses a multi-document YAML stream, skipping empty documents.
+func decodeAll(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		m := map[string]any{}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%w: parsing rendered manifests: %v", ErrRender, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.IsList() {
+			l, err := u.ToList()
+			if err != nil {
+				return nil, err
+			}
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			continue
+		}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%w: object without apiVersion/kind: %s", ErrRender, strings.TrimSpace(firstLine(data)))
+		}
+		out = append(out, u)
+	}
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\n")
+	return s
+}
+
+// ObjectsOf parses a release manifest (as the post-renderer wrote it, so
+// every namespaced object has its namespace).
+func ObjectsOf(releaseManifest string) ([]*unstructured.Unstructured, error) {
+	return decodeAll([]byte(releaseManifest))
+}

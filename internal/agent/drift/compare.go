@@ -1,0 +1,242 @@
+// Package drift finds differences between what a release deployed and what
+// runs downstream, and says whether the deployed objects are ready.
+//
+// Only fields the chart sets are compared: server-side defaults (a
+// container's terminationMessagePath, a Service's clusterIP...) and fields
+// other controllers add are never drift. What the user declares in
+// diff.comparePatches is removed from both sides first.
+package drift
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// Diff compares a desired object with its live version. It returns whether
+// they differ and, if so, the JSON merge patch that would turn the live
+// fields the chart sets back into the desired ones.
+func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch) (modified bool, patch string, err error) {
+	d, err := normalized(desired)
+	if err != nil {
+		return false, "", err
+	}
+	l, err := normalized(live)
+	if err != nil {
+		return false, "", err
+	}
+	d = desiredFields(d)
+	for _, p := range ignoredPaths(desired, patches) {
+		removePointer(d, p)
+		removePointer(l, p)
+	}
+	if subset(d, l) {
+		return false, "", nil
+	}
+	proj := project(d, l)
+	pj, err := json.Marshal(proj)
+	if err != nil {
+		return false, "", err
+	}
+	dj, err := json.Marshal(d)
+	if err != nil {
+		return false, "", err
+	}
+	mp, err := jsonpatch.CreateMergePatch(pj, dj)
+	if err != nil {
+		return true, "", err
+	}
+	return true, string(mp), nil
+}
+
+// normalized round-trips through JSON so numbers have one type.
+func normalized(u *unstructured.Unstructured) (map[string]any, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	return out, json.Unmarshal(b, &out)
+}
+
+// desiredFields drops what is never the chart's to decide: status and
+// server-managed metadata.
+func desiredFields(d map[string]any) map[string]any {
+	delete(d, "status")
+	if md, ok := d["metadata"].(map[string]any); ok {
+		keep := map[string]any{}
+		for _, k := range []string{"name", "namespace", "labels", "annotations"} {
+			if v, ok := md[k]; ok {
+				keep[k] = v
+			}
+		}
+		d["metadata"] = keep
+	}
+	return d
+}
+
+// ignoredPaths are the JSON pointers removed from both sides: comparePatches
+// matching the object (remove operations and jsonPointers) and the caBundle
+// of webhook configurations, which cert managers inject.
+func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) []string {
+	var out []string
+	for _, p := range patches {
+		if !matches(obj, p) {
+			continue
+		}
+		out = append(out, p.JSONPointers...)
+		for _, op := range p.Operations {
+			if op.Op == "remove" || op.Op == "ignore" {
+				out = append(out, op.Path)
+			}
+		}
+	}
+	switch obj.GetKind() {
+	case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+		webhooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+		for i := range webhooks {
+			out = append(out, fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i))
+		}
+	case "CustomResourceDefinition":
+		out = append(out, "/spec/conversion/webhook/clientConfig/caBundle")
+	}
+	return out
+}
+
+func matches(obj *unstructured.Unstructured, p fleet.ComparePatch) bool {
+	return (p.Kind == "" || p.Kind == obj.GetKind()) &&
+		(p.APIVersion == "" || p.APIVersion == obj.GetAPIVersion()) &&
+		(p.Name == "" || p.Name == obj.GetName()) &&
+		(p.Namespace == "" || p.Namespace == obj.GetNamespace())
+}
+
+// removePointer deletes the value at a JSON pointer, if present.
+func removePointer(doc map[string]any, pointer string) {
+	parts := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	if len(parts) == 0 || parts[0] == "" {
+		return
+	}
+	var cur any = doc
+	for i, raw := range parts {
+		key := strings.ReplaceAll(strings.ReplaceAll(raw, "~1", "/"), "~0", "~")
+		last := i == len(parts)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				delete(c, key)
+				return
+			}
+			cur = c[key]
+		case []any:
+			idx, err := strconv.Atoi(key)
+			if err != nil || idx < 0 || idx >= len(c) {
+				return
+			}
+			if last {
+				c[idx] = nil
+				return
+			}
+			cur = c[idx]
+		default:
+			return
+		}
+	}
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	case string:
+		return t == ""
+	}
+	return false
+}
+
+// subset reports whether every field set in d has the same value in l.
+func subset(d, l any) bool {
+	switch dv := d.(type) {
+	case map[string]any:
+		lv, ok := l.(map[string]any)
+		if !ok {
+			return isEmpty(dv) && isEmpty(l)
+		}
+		for k, v := range dv {
+			lvv, present := lv[k]
+			if !present {
+				if isEmpty(v) {
+					continue
+				}
+				return false
+			}
+			if !subset(v, lvv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		lv, ok := l.([]any)
+		if !ok {
+			return len(dv) == 0 && isEmpty(l)
+		}
+		if len(dv) != len(lv) {
+			return false
+		}
+		for i := range dv {
+			if !subset(dv[i], lv[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return true
+	default:
+		return fmt.Sprint(d) == fmt.Sprint(l) && sameKind(d, l)
+	}
+}
+
+func sameKind(a, b any) bool {
+	_, as := a.(string)
+	_, bs := b.(string)
+	return as == bs
+}
+
+// project keeps only the parts of l that d sets, so the merge patch shows
+// differences in the chart's fields and nothing else.
+func project(d, l any) any {
+	switch dv := d.(type) {
+	case map[string]any:
+		lv, ok := l.(map[string]any)
+		if !ok {
+			return l
+		}
+		out := map[string]any{}
+		for k, v := range dv {
+			if lvv, ok := lv[k]; ok {
+				out[k] = project(v, lvv)
+			}
+		}
+		return out
+	case []any:
+		lv, ok := l.([]any)
+		if !ok || len(lv) != len(dv) {
+			return l
+		}
+		out := make([]any, len(lv))
+		for i := range lv {
+			out[i] = project(dv[i], lv[i])
+		}
+		return out
+	}
+	return l
+}

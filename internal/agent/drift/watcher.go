@@ -1,0 +1,241 @@
+package drift
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Watcher keeps one label-selected dynamic informer per kind of deployed
+// object (only objects carrying the agent's object-set label are cached, not
+// every object of that kind) and tells the owner BundleDeployment when one
+// of its objects changes or disappears. Informers of kinds no deployment
+// uses any more are stopped.
+type Watcher struct {
+	dyn      dynamic.Interface
+	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	selector string
+	notify   func(types.NamespacedName)
+
+	mu        sync.Mutex
+	ctx       context.Context
+	informers map[schema.GroupVersionResource]*watched
+	owners    map[objKey]map[types.NamespacedName]bool
+	byBD      map[types.NamespacedName][]objKey
+}
+
+type watched struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	users    int
+}
+
+type objKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+	name      string
+}
+
+// NewWatcher watches objects in the cluster of cfg that carry label; notify
+// is called with the BundleDeployment owning a changed object.
+func NewWatcher(ctx context.Context, cfg *rest.Config, label string, notify func(types.NamespacedName)) (*Watcher, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{
+		dyn:       dyn,
+		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		selector:  label,
+		notify:    notify,
+		ctx:       ctx,
+		informers: map[schema.GroupVersionResource]*watched{},
+		owners:    map[objKey]map[types.NamespacedName]bool{},
+		byBD:      map[types.NamespacedName][]objKey{},
+	}, nil
+}
+
+func (w *Watcher) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		// A CRD of the bundle may have just been created.
+		w.mapper.Reset()
+		m, err = w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	return m, err
+}
+
+func (w *Watcher) keyOf(o *unstructured.Unstructured) (objKey, error) {
+	m, err := w.mapping(o.GroupVersionKind())
+	if err != nil {
+		return objKey{}, err
+	}
+	ns := o.GetNamespace()
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	return objKey{gvr: m.Resource, namespace: ns, name: o.GetName()}, nil
+}
+
+// Watch makes the watcher follow exactly objs for bd, and waits until the
+// informers they need are synced.
+func (w *Watcher) Watch(bd types.NamespacedName, objs []*unstructured.Unstructured) error {
+	keys := make([]objKey, 0, len(objs))
+	for _, o := range objs {
+		k, err := w.keyOf(o)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	w.mu.Lock()
+	old := w.byBD[bd]
+	var toSync []cache.InformerSynced
+	for _, k := range keys {
+		if w.owners[k] == nil {
+			w.owners[k] = map[types.NamespacedName]bool{}
+		}
+		w.owners[k][bd] = true
+		inf := w.informers[k.gvr]
+		if inf == nil {
+			inf = w.startLocked(k.gvr)
+		}
+		inf.users++
+		toSync = append(toSync, inf.informer.HasSynced)
+	}
+	// Release the previous registration after taking the new one, so an
+	// informer still needed is not restarted on every upgrade.
+	w.byBD[bd] = old
+	w.forgetLocked(bd)
+	for _, k := range keys {
+		if w.owners[k] == nil {
+			w.owners[k] = map[types.NamespacedName]bool{}
+		}
+		w.owners[k][bd] = true
+	}
+	w.byBD[bd] = keys
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(w.ctx, 60*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), toSync...) {
+		return fmt.Errorf("drift watch: informers did not sync")
+	}
+	return nil
+}
+
+// Forget stops following bd's objects.
+func (w *Watcher) Forget(bd types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgetLocked(bd)
+}
+
+func (w *Watcher) forgetLocked(bd types.NamespacedName) {
+	for _, k := range w.byBD[bd] {
+		if w.owners[k] == nil {
+			w.owners[k] = map[types.NamespacedName]bool{}
+		}
+		delete(w.owners[k], bd)
+		if len(w.owners[k]) == 0 {
+			delete(w.owners, k)
+		}
+		if inf := w.informers[k.gvr]; inf != nil {
+			inf.users--
+			if inf.users <= 0 {
+				inf.cancel()
+				delete(w.informers, k.gvr)
+			}
+		}
+	}
+	delete(w.byBD, bd)
+}
+
+func (w *Watcher) startLocked(gvr schema.GroupVersionResource) *watched {
+	ctx, cancel := context.WithCancel(w.ctx)
+	inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = w.selector }).Informer()
+	handler := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		w.changed(objKey{gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handler,
+		UpdateFunc: func(_, n any) { handler(n) },
+		DeleteFunc: handler,
+	})
+	go inf.Run(ctx.Done())
+	e := &watched{informer: inf, cancel: cancel}
+	w.informers[gvr] = e
+	return e
+}
+
+func (w *Watcher) changed(k objKey) {
+	w.mu.Lock()
+	var bds []types.NamespacedName
+	for bd := range w.owners[k] {
+		bds = append(bds, bd)
+	}
+	w.mu.Unlock()
+	for _, bd := range bds {
+		w.notify(bd)
+	}
+}
+
+// Live returns the live version of a desired object: from the informer when
+// it is watched (no API call), else with a GET. Nil means it does not exist
+// or lost the object-set label.
+func (w *Watcher) Live(ctx context.Context, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	k, err := w.keyOf(desired)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	inf := w.informers[k.gvr]
+	w.mu.Unlock()
+	if inf != nil && inf.informer.HasSynced() {
+		key := k.name
+		if k.namespace != "" {
+			key = k.namespace + "/" + k.name
+		}
+		obj, exists, err := inf.informer.GetStore().GetByKey(key)
+		if err != nil || !exists {
+			return nil, err
+		}
+		return obj.(*unstructured.Unstructured).DeepCopy(), nil
+	}
+	var u *unstructured.Unstructured
+	if k.namespace != "" {
+		u, err = w.dyn.Resource(k.gvr).Namespace(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	} else {
+		u, err = w.dyn.Resource(k.gvr).Get(ctx, k.name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return u, err
+}
