@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetgo/fleet/internal/statusview"
+)
+
+func init() { register(newStatusCmd) }
+
+type statusFlags struct {
+	once          bool
+	allNamespaces bool
+	interval      time.Duration
+	noColor       bool
+}
+
+func newStatusCmd(g *Globals) *cobra.Command {
+	f := &statusFlags{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show GitRepos, their Bundles on every Cluster, and what is not Ready",
+		Long: `status shows the fleet as seen from the manager cluster: the registered clusters with the
+time each agent last checked in, then for every GitRepo a matrix of its bundles (rows) on the
+clusters (columns) with the state of each deployment (Ready, NotReady, WaitApplied, ErrApplied,
+Modified, OutOfSync, Offline, or "-" when the bundle does not target that cluster), and finally
+the first error of everything that is not Ready.
+
+By default the view refreshes until interrupted; --once prints one plain snapshot.`,
+		Example: `  fleet status --once -n fleet-default
+  fleet status -A --kubeconfig .fleet-dev/upstream/kubeconfig`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			ns := g.Namespace
+			if f.allNamespaces {
+				ns = ""
+			}
+			snapshot := func(ctx context.Context, color bool) ([]byte, error) {
+				fl, err := statusview.Load(ctx, c, ns)
+				if err != nil {
+					return nil, err
+				}
+				var b bytes.Buffer
+				err = statusview.Render(&b, statusview.Build(fl), statusview.RenderOptions{Now: time.Now(), Color: color})
+				return b.Bytes(), err
+			}
+			out := cmd.OutOrStdout()
+			if f.once {
+				b, err := snapshot(cmd.Context(), false)
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(b)
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return live(ctx, out, f.interval, !f.noColor && isTerminal(out), snapshot)
+		},
+	}
+	cmd.Flags().BoolVar(&f.once, "once", false, "print one plain snapshot and exit")
+	cmd.Flags().BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "show every workspace, not only --namespace")
+	cmd.Flags().DurationVar(&f.interval, "interval", 2*time.Second, "refresh interval of the live view")
+	cmd.Flags().BoolVar(&f.noColor, "no-color", false, "do not colour states")
+	return cmd
+}
+
+// live redraws the whole screen on every refresh. A failed refresh keeps the
+// last picture and shows the error above it, so that a restarting API server
+// does not end the view.
+func live(ctx context.Context, out io.Writer, every time.Duration, color bool,
+	snapshot func(context.Context, bool) ([]byte, error)) error {
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	var last []byte
+	for {
+		b, err := snapshot(ctx, color)
+		header := fmt.Sprintf("fleet status — %s — refreshing every %s, Ctrl-C to quit\n\n", time.Now().Format("15:04:05"), every)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			header += fmt.Sprintf("refresh failed: %v\n\n", err)
+			b = last
+		} else {
+			last = b
+		}
+		if _, werr := fmt.Fprint(out, "\x1b[H\x1b[2J"+header+string(b)); werr != nil {
+			return werr
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,394 @@
+// Package statusview turns the Fleet objects of a manager cluster into the
+// picture `fleet status` shows: every GitRepo with its Bundles as rows and
+// the clusters as columns, the state of each BundleDeployment in the cells,
+// when each cluster last checked in and the first error of anything that is
+// not Ready.
+//
+// Building the view is pure (objects in, View out) so that it can be
+// golden-tested; Load is the only function that talks to an API server.
+package statusview
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// Fleet is the listed state of a manager cluster (or of one workspace).
+type Fleet struct {
+	GitRepos          []fleet.GitRepo
+	Bundles           []fleet.Bundle
+	BundleDeployments []fleet.BundleDeployment
+	Clusters          []fleet.Cluster
+}
+
+// Cell states beyond fleet.BundleState: a bundle that does not target a
+// cluster shows "-".
+const NotTargeted = "-"
+
+// View is what the status screen shows.
+type View struct {
+	Clusters []ClusterRow
+	Groups   []Group
+	// Problems lists the first error of every object that is not Ready,
+	// in display order.
+	Problems []Problem
+}
+
+// ClusterRow describes one cluster.
+type ClusterRow struct {
+	Namespace, Name string
+	// Labels are the user's labels (fleet.cattle.io/* and
+	// management.cattle.io/* left out), rendered k=v,k=v.
+	Labels   string
+	State    string
+	LastSeen time.Time
+	// Bundles is "ready/desired" as the manager reports it.
+	Bundles string
+}
+
+// Group is one GitRepo (or the bundles that belong to none) and its matrix.
+type Group struct {
+	// Title is "GitRepo <ns>/<name>" or "Bundles without a GitRepo in <ns>".
+	Title string
+	// Commit is the GitRepo's last deployed commit, shortened.
+	Commit string
+	State  string
+	// Columns are the clusters of the group's namespace, by name.
+	Columns []string
+	Rows    []BundleRow
+}
+
+// BundleRow is one bundle and its state on every column's cluster.
+type BundleRow struct {
+	Name  string
+	Cells []string
+}
+
+// Problem is one thing that is not Ready, with its first error.
+type Problem struct {
+	Object  string
+	State   string
+	Message string
+}
+
+// Build computes the view. Objects are sorted, so the output does not depend
+// on list order.
+func Build(f Fleet) View {
+	v := View{}
+	offline := map[string]bool{}
+	clustersByNS := map[string][]string{}
+	clusters := append([]fleet.Cluster(nil), f.Clusters...)
+	sort.Slice(clusters, func(i, j int) bool { return key(&clusters[i].ObjectMeta) < key(&clusters[j].ObjectMeta) })
+	for i := range clusters {
+		c := &clusters[i]
+		state := ClusterState(c)
+		if state == string(fleet.Offline) {
+			offline[c.Namespace+"/"+c.Name] = true
+		}
+		v.Clusters = append(v.Clusters, ClusterRow{
+			Namespace: c.Namespace,
+			Name:      c.Name,
+			Labels:    userLabels(c.Labels),
+			State:     state,
+			LastSeen:  c.Status.Agent.LastSeen.Time,
+			Bundles:   c.Status.Display.ReadyBundles,
+		})
+		clustersByNS[c.Namespace] = append(clustersByNS[c.Namespace], c.Name)
+		if state != string(fleet.Ready) {
+			msg := conditionMessage(c.Status.Conditions, fleet.ConditionReady)
+			if state == string(fleet.Offline) {
+				msg = "agent has not checked in since " + seen(c.Status.Agent.LastSeen)
+			}
+			if state == "WaitCheckIn" && msg == "" {
+				msg = "waiting for the agent to check in"
+			}
+			v.Problems = append(v.Problems, Problem{Object: "cluster " + key(&c.ObjectMeta), State: state, Message: msg})
+		}
+	}
+
+	// BundleDeployments indexed by bundle namespace/name, then cluster name.
+	bds := map[string]map[string]*fleet.BundleDeployment{}
+	for i := range f.BundleDeployments {
+		bd := &f.BundleDeployments[i]
+		bkey := bd.Labels[fleet.BundleNamespaceLabel] + "/" + bd.Labels[fleet.BundleLabel]
+		if bds[bkey] == nil {
+			bds[bkey] = map[string]*fleet.BundleDeployment{}
+		}
+		bds[bkey][bd.Labels[fleet.ClusterLabel]] = bd
+	}
+
+	bundles := append([]fleet.Bundle(nil), f.Bundles...)
+	sort.Slice(bundles, func(i, j int) bool { return key(&bundles[i].ObjectMeta) < key(&bundles[j].ObjectMeta) })
+	repos := append([]fleet.GitRepo(nil), f.GitRepos...)
+	sort.Slice(repos, func(i, j int) bool { return key(&repos[i].ObjectMeta) < key(&repos[j].ObjectMeta) })
+
+	used := map[string]bool{}
+	var bundleProblems []Problem
+	addRows := func(g *Group, ns string, match func(*fleet.Bundle) bool) {
+		g.Columns = clustersByNS[ns]
+		for i := range bundles {
+			b := &bundles[i]
+			if b.Namespace != ns || used[key(&b.ObjectMeta)] || !match(b) {
+				continue
+			}
+			used[key(&b.ObjectMeta)] = true
+			row := BundleRow{Name: b.Name}
+			for _, cl := range g.Columns {
+				bd := bds[key(&b.ObjectMeta)][cl]
+				cell := NotTargeted
+				if bd != nil {
+					cell = string(DeploymentState(bd))
+					if offline[ns+"/"+cl] && cell != string(fleet.Ready) {
+						cell = string(fleet.Offline)
+					}
+					if cell != string(fleet.Ready) && cell != string(fleet.Offline) {
+						bundleProblems = append(bundleProblems, Problem{
+							Object:  fmt.Sprintf("bundle %s on %s", key(&b.ObjectMeta), cl),
+							State:   cell,
+							Message: DeploymentError(bd),
+						})
+					}
+				}
+				row.Cells = append(row.Cells, cell)
+			}
+			g.Rows = append(g.Rows, row)
+		}
+	}
+	for i := range repos {
+		r := &repos[i]
+		g := Group{Title: "GitRepo " + key(&r.ObjectMeta), Commit: short(r.Status.Commit), State: GitRepoState(r)}
+		addRows(&g, r.Namespace, func(b *fleet.Bundle) bool { return b.Labels[fleet.RepoLabel] == r.Name })
+		v.Groups = append(v.Groups, g)
+		if g.State != string(fleet.Ready) {
+			v.Problems = append(v.Problems, Problem{Object: "gitrepo " + key(&r.ObjectMeta), State: g.State, Message: gitRepoError(r)})
+		}
+	}
+	var loose []string
+	for i := range bundles {
+		if !used[key(&bundles[i].ObjectMeta)] {
+			loose = appendUnique(loose, bundles[i].Namespace)
+		}
+	}
+	for _, ns := range loose {
+		g := Group{Title: "Bundles without a GitRepo in " + ns}
+		addRows(&g, ns, func(*fleet.Bundle) bool { return true })
+		v.Groups = append(v.Groups, g)
+	}
+	v.Problems = append(v.Problems, bundleProblems...)
+	return v
+}
+
+// AllReady reports whether every targeted cell of every group is Ready,
+// there is at least one, and no GitRepo is in error.
+func (v View) AllReady() bool {
+	n := 0
+	for _, g := range v.Groups {
+		if g.State != "" && g.State != string(fleet.Ready) && g.State != string(fleet.NotReady) {
+			return false
+		}
+		for _, r := range g.Rows {
+			for _, c := range r.Cells {
+				if c == NotTargeted {
+					continue
+				}
+				if c != string(fleet.Ready) {
+					return false
+				}
+				n++
+			}
+		}
+	}
+	return n > 0
+}
+
+// Counts returns how many targeted cells are Ready out of how many.
+func (v View) Counts() (ready, total int) {
+	for _, g := range v.Groups {
+		for _, r := range g.Rows {
+			for _, c := range r.Cells {
+				if c == NotTargeted {
+					continue
+				}
+				total++
+				if c == string(fleet.Ready) {
+					ready++
+				}
+			}
+		}
+	}
+	return ready, total
+}
+
+// DeploymentState derives a BundleDeployment's state the way Fleet does
+// (first match wins): not yet applied → ErrApplied or WaitApplied, then
+// NotReady, OutOfSync, Modified, Ready.
+func DeploymentState(bd *fleet.BundleDeployment) fleet.BundleState {
+	switch {
+	case bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID:
+		if c := find(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == metav1.ConditionFalse {
+			return fleet.ErrApplied
+		}
+		return fleet.WaitApplied
+	case !bd.Status.Ready:
+		return fleet.NotReady
+	case bd.Spec.DeploymentID != bd.Spec.StagedDeploymentID:
+		return fleet.OutOfSync
+	case !bd.Status.NonModified:
+		return fleet.Modified
+	}
+	return fleet.Ready
+}
+
+// DeploymentError is the first thing that explains why a BundleDeployment
+// is not Ready: a failing condition, then a non-ready or modified resource.
+func DeploymentError(bd *fleet.BundleDeployment) string {
+	for _, t := range []string{fleet.ConditionDeployed, fleet.ConditionInstalled, fleet.ConditionReady, fleet.ConditionMonitored} {
+		if c := find(bd.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse && c.Message != "" {
+			return c.Message
+		}
+	}
+	for _, n := range bd.Status.NonReadyStatus {
+		msg := n.Summary.State
+		if len(n.Summary.Message) > 0 {
+			msg = strings.Join(n.Summary.Message, "; ")
+		}
+		return fmt.Sprintf("%s %s: %s", n.Kind, join(n.Namespace, n.Name), msg)
+	}
+	for _, m := range bd.Status.ModifiedStatus {
+		what := "modified"
+		switch {
+		case m.Create:
+			what = "missing"
+		case m.Delete:
+			what = "orphaned"
+		}
+		return fmt.Sprintf("%s %s %s", m.Kind, join(m.Namespace, m.Name), what)
+	}
+	if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
+		return "waiting for the agent to deploy it"
+	}
+	if bd.Spec.DeploymentID != bd.Spec.StagedDeploymentID {
+		return "a newer version is staged but not rolled out yet"
+	}
+	return ""
+}
+
+// ClusterState is the cluster's display state, as the manager computed it;
+// Offline wins when the Offline condition is True.
+func ClusterState(c *fleet.Cluster) string {
+	if o := find(c.Status.Conditions, fleet.ConditionOffline); o != nil && o.Status == metav1.ConditionTrue {
+		return string(fleet.Offline)
+	}
+	if c.Status.Display.State != "" {
+		return c.Status.Display.State
+	}
+	if c.Status.Agent.LastSeen.IsZero() {
+		return "WaitCheckIn"
+	}
+	if r := find(c.Status.Conditions, fleet.ConditionReady); r != nil && r.Status == metav1.ConditionTrue {
+		return string(fleet.Ready)
+	}
+	return string(fleet.NotReady)
+}
+
+// GitRepoState is "Ready" when the Ready condition is True, "Stalled" or
+// "Error" on bad input or a failing fetch, otherwise its display state or
+// "NotReady".
+func GitRepoState(r *fleet.GitRepo) string {
+	if s := find(r.Status.Conditions, fleet.ConditionStalled); s != nil && s.Status == metav1.ConditionTrue {
+		return "Stalled"
+	}
+	if c := find(r.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+		return string(fleet.Ready)
+	}
+	if r.Status.Display.Error {
+		return "Error"
+	}
+	if r.Status.Display.State != "" {
+		return r.Status.Display.State
+	}
+	return string(fleet.NotReady)
+}
+
+func gitRepoError(r *fleet.GitRepo) string {
+	for _, t := range []string{fleet.ConditionStalled, fleet.ConditionAccepted, fleet.ConditionGitPolling, fleet.ConditionReady} {
+		c := find(r.Status.Conditions, t)
+		bad := c != nil && c.Message != "" && (c.Status == metav1.ConditionFalse) != (t == fleet.ConditionStalled)
+		if bad {
+			return c.Message
+		}
+	}
+	if r.Status.Display.Message != "" {
+		return r.Status.Display.Message
+	}
+	if r.Status.Commit == "" {
+		return "waiting for the first commit to be fetched"
+	}
+	return ""
+}
+
+func conditionMessage(conds []metav1.Condition, t string) string {
+	if c := find(conds, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func find(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func userLabels(l map[string]string) string {
+	var out []string
+	for k, v := range l {
+		if strings.HasPrefix(k, fleet.LabelPrefix) || strings.HasPrefix(k, "management.cattle.io/") {
+			continue
+		}
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func key(m *metav1.ObjectMeta) string { return join(m.Namespace, m.Name) }
+
+func join(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func short(commit string) string {
+	if len(commit) > 8 {
+		return commit[:8]
+	}
+	return commit
+}
+
+func seen(t metav1.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}

@@ -1,0 +1,154 @@
+package statusview
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var upstream *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	var err error
+	upstream, err = testenv.Start(testenv.Options{Name: "statusview"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = upstream.Stop()
+	os.Exit(code)
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestRenderSeededFleetInMemory(t *testing.T) {
+	var out bytes.Buffer
+	if err := Render(&out, Build(inMemory(seed())), RenderOptions{Now: seedNow}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "seeded.txt", out.Bytes())
+}
+
+// TestStatusOnceOverRealAPIServer writes the seeded fleet into a real
+// manager API server, lists it the way `fleet status --once` does and
+// expects the same picture as the golden file.
+func TestStatusOnceOverRealAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := upstream.Client
+	namespaces := map[string]bool{}
+	for _, o := range seed() {
+		namespaces[o.GetNamespace()] = true
+	}
+	for ns := range namespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range seed() {
+		status := o.DeepCopyObject().(client.Object)
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+		status.SetResourceVersion(o.GetResourceVersion())
+		status.SetUID(o.GetUID())
+		if err := c.Status().Update(ctx, status); err != nil {
+			t.Fatalf("writing status of %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	f, err := Load(ctx, c, fleet.DefaultWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Render(&out, Build(f), RenderOptions{Now: seedNow}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "seeded.txt", out.Bytes())
+
+	// All namespaces gives the same picture here: nothing lives elsewhere.
+	all, err := Load(ctx, c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.BundleDeployments) != len(f.BundleDeployments) || len(all.Clusters) != 2 {
+		t.Errorf("listing all namespaces found %d bundledeployments and %d clusters, want %d and 2",
+			len(all.BundleDeployments), len(all.Clusters), len(f.BundleDeployments))
+	}
+}
+
+func TestDeploymentState(t *testing.T) {
+	deployedFalse := []metav1.Condition{{Type: fleet.ConditionDeployed, Status: metav1.ConditionFalse, Message: "boom"}}
+	for _, tc := range []struct {
+		name string
+		spec fleet.BundleDeploymentSpec
+		st   fleet.BundleDeploymentStatus
+		want fleet.BundleState
+	}{
+		{name: "not applied, deploy failed", spec: fleet.BundleDeploymentSpec{DeploymentID: "a"}, st: fleet.BundleDeploymentStatus{Conditions: deployedFalse}, want: fleet.ErrApplied},
+		{name: "not applied yet", spec: fleet.BundleDeploymentSpec{DeploymentID: "a"}, want: fleet.WaitApplied},
+		{name: "applied, not ready", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", NonModified: true}, want: fleet.NotReady},
+		{name: "staged differs", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "b"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true, NonModified: true}, want: fleet.OutOfSync},
+		{name: "modified", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true}, want: fleet.Modified},
+		{name: "ready", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true, NonModified: true}, want: fleet.Ready},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bd := &fleet.BundleDeployment{Spec: tc.spec, Status: tc.st}
+			if got := DeploymentState(bd); got != tc.want {
+				t.Errorf("DeploymentState = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAllReady(t *testing.T) {
+	v := Build(inMemory(seed()))
+	if v.AllReady() {
+		t.Error("seeded fleet has failures but AllReady is true")
+	}
+	if ready, total := v.Counts(); ready != 1 || total != 6 {
+		t.Errorf("Counts = %d/%d, want 1/6", ready, total)
+	}
+	ok := View{Groups: []Group{{State: "Ready", Columns: []string{"a", "b"}, Rows: []BundleRow{{Name: "x", Cells: []string{"Ready", NotTargeted}}}}}}
+	if !ok.AllReady() {
+		t.Error("a view whose only targeted cell is Ready is not AllReady")
+	}
+	if (View{}).AllReady() {
+		t.Error("an empty view is AllReady")
+	}
+}
