@@ -1,0 +1,156 @@
+// Package apply writes Bundles to the manager cluster: it creates or updates
+// each one (retrying on conflicts, and leaving unchanged bundles untouched)
+// and prunes bundles of the same origin that are no longer produced.
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// Options configure Apply.
+type Options struct {
+	// Namespace is where the bundles go when they name none.
+	Namespace string
+	// PruneSelector selects the Bundles in Namespace that belong to the same
+	// origin (e.g. repo-name); those not in the applied set are deleted.
+	// nil means no pruning.
+	PruneSelector map[string]string
+}
+
+// Result says what Apply changed.
+type Result struct {
+	Created, Updated, Unchanged, Deleted []string
+}
+
+// Apply creates or updates bundles and prunes the stale ones. Nothing is
+// pruned unless every bundle was written.
+func Apply(ctx context.Context, c client.Client, bundles []*fleet.Bundle, opts Options) error {
+	_, err := ApplyWithResult(ctx, c, bundles, opts)
+	return err
+}
+
+// ApplyWithResult is Apply, reporting what changed.
+func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bundle, opts Options) (*Result, error) {
+	res := &Result{}
+	keep := map[types.NamespacedName]bool{}
+	for _, b := range bundles {
+		desired := b.DeepCopy()
+		if desired.Namespace == "" {
+			desired.Namespace = opts.Namespace
+		}
+		keep[client.ObjectKeyFromObject(desired)] = true
+		outcome, err := applyOne(ctx, c, desired)
+		if err != nil {
+			return res, fmt.Errorf("bundle %s/%s: %w", desired.Namespace, desired.Name, err)
+		}
+		switch outcome {
+		case created:
+			res.Created = append(res.Created, desired.Name)
+		case updated:
+			res.Updated = append(res.Updated, desired.Name)
+		default:
+			res.Unchanged = append(res.Unchanged, desired.Name)
+		}
+	}
+	if opts.PruneSelector == nil {
+		return res, nil
+	}
+	list := &fleet.BundleList{}
+	if err := c.List(ctx, list, client.InNamespace(opts.Namespace), client.MatchingLabels(opts.PruneSelector)); err != nil {
+		return res, fmt.Errorf("listing bundles to prune: %w", err)
+	}
+	for i := range list.Items {
+		b := &list.Items[i]
+		if keep[client.ObjectKeyFromObject(b)] {
+			continue
+		}
+		if err := c.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return res, fmt.Errorf("pruning bundle %s/%s: %w", b.Namespace, b.Name, err)
+		}
+		res.Deleted = append(res.Deleted, b.Name)
+	}
+	return res, nil
+}
+
+type outcome int
+
+const (
+	unchanged outcome = iota
+	created
+	updated
+)
+
+func applyOne(ctx context.Context, c client.Client, desired *fleet.Bundle) (outcome, error) {
+	result := unchanged
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		existing := &fleet.Bundle{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		if apierrors.IsNotFound(err) {
+			obj := desired.DeepCopy()
+			obj.ResourceVersion = ""
+			if err := c.Create(ctx, obj); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return apierrors.NewConflict(fleet.GroupVersion.WithResource("bundles").GroupResource(), desired.Name, err)
+				}
+				return err
+			}
+			result = created
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		annotations := maps.Clone(existing.Annotations)
+		if annotations == nil && len(desired.Annotations) > 0 {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, desired.Annotations)
+		if sameSpec(existing.Spec, desired.Spec) && reflect.DeepEqual(nonNil(existing.Labels), nonNil(desired.Labels)) &&
+			reflect.DeepEqual(nonNil(existing.Annotations), nonNil(annotations)) {
+			result = unchanged
+			return nil
+		}
+		existing.Spec = desired.Spec
+		existing.Labels = desired.Labels
+		existing.Annotations = annotations
+		if err := c.Update(ctx, existing); err != nil {
+			return err
+		}
+		result = updated
+		return nil
+	})
+	return result, err
+}
+
+// sameSpec compares specs through their JSON form, so that numbers in Helm
+// values compare equal whatever Go type decoding gave them.
+func sameSpec(a, b fleet.BundleSpec) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	var va, vb interface{}
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,561 @@
+package bundlereader
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/registry"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// chartDir is where downloaded charts are stored inside a bundle's resources.
+const chartDir = ".chart"
+
+// chartFetcher downloads Helm charts for one bundle and turns them into
+// bundle files, so agents never contact a chart repository.
+type chartFetcher struct {
+	ctx    context.Context
+	auth   HelmAuth
+	regex  *regexp.Regexp
+	limits Limits
+	fs     *fsys
+	client *http.Client
+	// fetched maps a source key to the path it was stored under.
+	fetched map[string]fetchedChart
+}
+
+type fetchedChart struct {
+	path    string // chart directory inside the resources
+	version string
+}
+
+func newChartFetcher(ctx context.Context, auth HelmAuth, urlRegex string, limits Limits, fs *fsys) (*chartFetcher, error) {
+	cf := &chartFetcher{ctx: ctx, auth: auth, limits: limits, fs: fs, fetched: map[string]fetchedChart{}}
+	if urlRegex != "" {
+		re, err := regexp.Compile(urlRegex)
+		if err != nil {
+			return nil, fmt.Errorf("invalid helm repo URL regex %q: %w", urlRegex, err)
+		}
+		cf.regex = re
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: auth.InsecureSkipTLS} //nolint:gosec // user asked for it
+	if len(auth.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(auth.CABundle) {
+			return nil, errors.New("helm CA bundle contains no PEM certificates")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	cf.client = &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+	return cf, nil
+}
+
+// credentialsFor says whether the username/password may be sent to u.
+func (cf *chartFetcher) credentialsFor(u string) (string, string, bool) {
+	if cf.auth.Username == "" && cf.auth.Password == "" {
+		return "", "", false
+	}
+	if cf.regex != nil && !cf.regex.MatchString(u) {
+		return "", "", false
+	}
+	return cf.auth.Username, cf.auth.Password, true
+}
+
+// resolve makes h point at a chart inside the bundle's files, downloading it
+// first when it lives in a repository. files is extended with the chart's
+// files. bundleDir is the bundle directory on disk (for local charts).
+func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[]file) error {
+	switch {
+	case h.Chart == "" && h.Repo == "":
+		return nil
+	case strings.HasPrefix(h.Repo, "oci://"):
+		return cf.fromOCI(h, strings.TrimSuffix(h.Repo, "/")+"/"+h.Chart, files)
+	case h.Repo != "":
+		return cf.fromRepo(h, files)
+	case strings.HasPrefix(h.Chart, "oci://"):
+		return cf.fromOCI(h, h.Chart, files)
+	case strings.HasPrefix(h.Chart, "http://") || strings.HasPrefix(h.Chart, "https://"):
+		return cf.fromURL(h, files)
+	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
+		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci:// or an http(s) URL of a .tgz)", h.Chart)
+	default:
+		return cf.fromLocal(h, bundleDir, files)
+	}
+}
+
+func sourceKey(parts ...string) string {
+	d := sha256.Sum256([]byte(strings.Join(parts, "\n")))
+	return hex.EncodeToString(d[:])[:12]
+}
+
+func (cf *chartFetcher) fromLocal(h *fleet.HelmOptions, bundleDir string, files *[]file) error {
+	if filepath.IsAbs(h.Chart) {
+		return fmt.Errorf("helm.chart %q: an absolute path is not allowed; use a path relative to the bundle", h.Chart)
+	}
+	rel := path.Clean(filepath.ToSlash(h.Chart))
+	abs := filepath.Join(bundleDir, filepath.FromSlash(rel))
+	if !cf.fs.inside(abs) {
+		return fmt.Errorf("helm.chart %q points outside the repository", h.Chart)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("helm.chart %q not found: %w", h.Chart, err)
+	}
+	if _, err := cf.fs.resolve(abs); err != nil {
+		return fmt.Errorf("helm.chart %q: %w", h.Chart, err)
+	}
+	if !st.IsDir() {
+		// A packaged chart in the repository.
+		data, err := cf.fs.readFile(abs)
+		if err != nil {
+			return err
+		}
+		return cf.storeArchive(h, "file", cf.fs.rel(abs), "", data, "", files)
+	}
+	insideBundle := rel != ".." && !strings.HasPrefix(rel, "../")
+	if insideBundle {
+		prefix := rel
+		if !hasFile(*files, path.Join(prefix, "Chart.yaml")) {
+			return fmt.Errorf("helm.chart %q: no Chart.yaml in that directory (is it excluded by .fleetignore?)", h.Chart)
+		}
+		h.Chart = prefix
+		return cf.dependencies(h, prefix, abs, files)
+	}
+	// A chart elsewhere in the repository: copy its files into the bundle.
+	chartFiles, err := cf.fs.loadDir(abs)
+	if err != nil {
+		return err
+	}
+	if !hasFile(chartFiles, "Chart.yaml") {
+		return fmt.Errorf("helm.chart %q: no Chart.yaml in that directory", h.Chart)
+	}
+	name := path.Base(rel)
+	prefix := path.Join(chartDir, sourceKey("file", cf.fs.rel(abs), ""), name)
+	for _, f := range chartFiles {
+		*files = append(*files, file{name: path.Join(prefix, f.name), content: f.content})
+	}
+	h.Chart = prefix
+	return cf.dependencies(h, prefix, abs, files)
+}
+
+func hasFile(files []file, name string) bool {
+	for _, f := range files {
+		if f.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func fileContent(files []file, name string) []byte {
+	for _, f := range files {
+		if f.name == name {
+			return f.content
+		}
+	}
+	return nil
+}
+
+// fromRepo resolves chart+version in an HTTP(S) repository's index.
+func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
+	cv, err := cf.lookup(h.Repo, h.Chart, h.Version)
+	if err != nil {
+		return err
+	}
+	key := sourceKey(h.Repo, h.Chart, cv.Version)
+	if done, ok := cf.fetched[key]; ok {
+		h.Chart, h.Version, h.Repo = done.path, done.version, ""
+		return nil
+	}
+	data, err := cf.downloadVersion(h.Repo, cv)
+	if err != nil {
+		return err
+	}
+	return cf.storeArchive(h, h.Repo, h.Chart, cv.Version, data, "", files)
+}
+
+// lookup finds the chart version matching a version or semver constraint.
+func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersion, error) {
+	idxURL := strings.TrimSuffix(repoURL, "/") + "/index.yaml"
+	data, err := cf.get(idxURL, repoURL, cf.limits.MaxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("helm repository %s: %w", repoURL, err)
+	}
+	idx := &repo.IndexFile{}
+	if err := yaml.Unmarshal(data, idx); err != nil {
+		return nil, fmt.Errorf("helm repository %s: invalid index.yaml: %w", repoURL, err)
+	}
+	idx.SortEntries()
+	cv, err := idx.Get(chart, version)
+	if err != nil {
+		if version == "" {
+			return nil, fmt.Errorf("helm repository %s: chart %q not found: %w", repoURL, chart, err)
+		}
+		return nil, fmt.Errorf("helm repository %s: chart %q version %q not found: %w", repoURL, chart, version, err)
+	}
+	if len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("helm repository %s: chart %q %s has no download URL", repoURL, chart, cv.Version)
+	}
+	return cv, nil
+}
+
+func (cf *chartFetcher) downloadVersion(repoURL string, cv *repo.ChartVersion) ([]byte, error) {
+	base, err := url.Parse(strings.TrimSuffix(repoURL, "/") + "/")
+	if err != nil {
+		return nil, fmt.Errorf("invalid helm repository URL %q: %w", repoURL, err)
+	}
+	ref, err := url.Parse(cv.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s: invalid URL %q: %w", cv.Name, cv.Version, cv.URLs[0], err)
+	}
+	u := base.ResolveReference(ref)
+	if u.Scheme == "oci" {
+		return cf.pullOCI(u.Host+u.Path, "", cv.Version)
+	}
+	return cf.get(u.String(), repoURL, cf.limits.MaxChartSize)
+}
+
+// get fetches u with a bounded body. Credentials go only to the host of
+// credHost, like Helm without --pass-credentials.
+func (cf *chartFetcher) get(u, credHost string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(cf.ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if user, pass, ok := cf.credentialsFor(credHost); ok && sameHost(u, credHost) {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := cf.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach %s: %w", redact(u), err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("GET %s: %s (check the Helm credentials)", redact(u), resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("GET %s: %s", redact(u), resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("GET %s: response is larger than the limit of %d bytes: %w", redact(u), limit, ErrLimit)
+	}
+	return data, nil
+}
+
+func sameHost(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host == ub.Host
+}
+
+// redact drops user info from a URL for messages.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
+}
+
+func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
+	key := sourceKey(h.Chart, "", "")
+	if done, ok := cf.fetched[key]; ok {
+		h.Chart, h.Version = done.path, done.version
+		return nil
+	}
+	data, err := cf.get(h.Chart, h.Chart, cf.limits.MaxChartSize)
+	if err != nil {
+		return fmt.Errorf("helm.chart: %w", err)
+	}
+	return cf.storeArchive(h, h.Chart, "", "", data, "", files)
+}
+
+func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file) error {
+	ref = strings.TrimPrefix(ref, "oci://")
+	data, err := cf.pullOCI(ref, h.Version, "")
+	if err != nil {
+		return err
+	}
+	return cf.storeArchive(h, "oci://"+ref, "", "", data, "", files)
+}
+
+// pullOCI pulls ref at the version matching constraint, or at exact.
+func (cf *chartFetcher) pullOCI(ref, constraint, exact string) ([]byte, error) {
+	opts := []registry.ClientOption{
+		registry.ClientOptHTTPClient(cf.client),
+		registry.ClientOptWriter(io.Discard),
+	}
+	if user, pass, ok := cf.credentialsFor("oci://" + ref); ok {
+		opts = append(opts, registry.ClientOptBasicAuth(user, pass))
+	}
+	if cf.auth.BasicHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	rc, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("oci://%s: %w", ref, err)
+	}
+	tag := exact
+	if tag == "" {
+		tag, err = cf.ociTag(rc, ref, constraint)
+		if err != nil {
+			return nil, err
+		}
+	}
+	res, err := rc.Pull(ref+":"+strings.ReplaceAll(tag, "+", "_"), registry.PullOptWithChart(true))
+	if err != nil {
+		return nil, fmt.Errorf("cannot pull chart oci://%s:%s: %w", ref, tag, err)
+	}
+	if res.Chart == nil || int64(len(res.Chart.Data)) > cf.limits.MaxChartSize {
+		return nil, fmt.Errorf("chart oci://%s:%s is missing or larger than the limit of %d bytes", ref, tag, cf.limits.MaxChartSize)
+	}
+	return res.Chart.Data, nil
+}
+
+func (cf *chartFetcher) ociTag(rc *registry.Client, ref, constraint string) (string, error) {
+	if constraint != "" {
+		if _, err := semver.StrictNewVersion(constraint); err == nil {
+			return constraint, nil
+		}
+	}
+	c, err := semver.NewConstraint(orStar(constraint))
+	if err != nil {
+		return "", fmt.Errorf("helm.version %q: invalid semver constraint: %w", constraint, err)
+	}
+	tags, err := rc.Tags(ref)
+	if err != nil {
+		return "", fmt.Errorf("cannot list versions of oci://%s: %w", ref, err)
+	}
+	for _, t := range tags { // sorted newest first
+		v, err := semver.NewVersion(t)
+		if err == nil && c.Check(v) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("oci://%s: no version matches %q", ref, orStar(constraint))
+}
+
+func orStar(s string) string {
+	if s == "" {
+		return "*"
+	}
+	return s
+}
+
+// storeArchive extracts a chart archive into the bundle's files under
+// .chart/<key>/<chart name>/ and points h at it.
+func (cf *chartFetcher) storeArchive(h *fleet.HelmOptions, repoURL, chart, version string, data []byte, diskPath string, files *[]file) error {
+	source := repoURL
+	if chart != "" {
+		source += " " + chart
+	}
+	name, chartFiles, err := extractChart(data, cf.limits)
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", source, err)
+	}
+	meta := &chartv2.Metadata{}
+	if err := yaml.Unmarshal(fileContent(chartFiles, "Chart.yaml"), meta); err != nil {
+		return fmt.Errorf("chart %s: invalid Chart.yaml: %w", source, err)
+	}
+	if version == "" {
+		version = meta.Version
+	}
+	key := sourceKey(repoURL, chart, version)
+	prefix := path.Join(chartDir, key, name)
+	if done, ok := cf.fetched[key]; ok {
+		h.Chart, h.Version, h.Repo = done.path, done.version, ""
+		return nil
+	}
+	for _, f := range chartFiles {
+		*files = append(*files, file{name: path.Join(prefix, f.name), content: f.content})
+	}
+	cf.fetched[key] = fetchedChart{path: prefix, version: version}
+	h.Chart, h.Version, h.Repo = prefix, version, ""
+	return cf.dependencies(h, prefix, diskPath, files)
+}
+
+// extractChart reads a .tgz chart with bounded readers: the total
+// uncompressed size, the number of entries and each path are checked, so a
+// zip bomb or a path escaping the chart is refused.
+func extractChart(data []byte, limits Limits) (string, []file, error) {
+	gz, err := gzip.NewReader(strings.NewReader(string(data)))
+	if err != nil {
+		return "", nil, fmt.Errorf("not a gzip-compressed chart archive: %w", err)
+	}
+	defer gz.Close()
+	limited := &countingReader{r: gz, limit: limits.MaxChartUncompressed}
+	tr := tar.NewReader(limited)
+	var name string
+	var files []file
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if limited.exceeded {
+				return "", nil, fmt.Errorf("archive expands beyond %d bytes (zip bomb?): %w", limits.MaxChartUncompressed, ErrLimit)
+			}
+			return "", nil, fmt.Errorf("invalid chart archive: %w", err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir, tar.TypeXGlobalHeader, tar.TypeXHeader:
+			continue
+		case tar.TypeReg:
+		default:
+			return "", nil, fmt.Errorf("archive entry %q: links and special files are not allowed in a chart", hdr.Name)
+		}
+		clean := path.Clean(strings.ReplaceAll(hdr.Name, `\`, "/"))
+		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+			return "", nil, fmt.Errorf("archive entry %q escapes the chart directory", hdr.Name)
+		}
+		top, rest, ok := strings.Cut(clean, "/")
+		if !ok {
+			return "", nil, fmt.Errorf("archive entry %q is not inside a chart directory", hdr.Name)
+		}
+		if name == "" {
+			name = top
+		} else if top != name {
+			return "", nil, fmt.Errorf("archive holds more than one chart (%q and %q)", name, top)
+		}
+		if hdr.Size > limits.MaxFileSize {
+			return "", nil, fmt.Errorf("archive entry %q is larger than the limit of %d bytes: %w", hdr.Name, limits.MaxFileSize, ErrLimit)
+		}
+		content, err := io.ReadAll(io.LimitReader(tr, limits.MaxFileSize+1))
+		if err != nil {
+			if limited.exceeded {
+				return "", nil, fmt.Errorf("archive expands beyond %d bytes (zip bomb?): %w", limits.MaxChartUncompressed, ErrLimit)
+			}
+			return "", nil, fmt.Errorf("invalid chart archive: %w", err)
+		}
+		files = append(files, file{name: rest, content: content})
+		if len(files) > limits.MaxFiles {
+			return "", nil, fmt.Errorf("archive has more than %d files: %w", limits.MaxFiles, ErrLimit)
+		}
+	}
+	if !hasFile(files, "Chart.yaml") {
+		return "", nil, errors.New("archive has no Chart.yaml")
+	}
+	return name, files, nil
+}
+
+// countingReader fails once more than limit bytes were read.
+type countingReader struct {
+	r        io.Reader
+	n, limit int64
+	exceeded bool
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		c.exceeded = true
+		return n, fmt.Errorf("uncompressed size exceeds %d bytes: %w", c.limit, ErrLimit)
+	}
+	return n, err
+}
+
+// dependencies downloads the chart's dependencies that are not vendored in
+// charts/, unless helm.disableDependencyUpdate is set.
+func (cf *chartFetcher) dependencies(h *fleet.HelmOptions, prefix, diskDir string, files *[]file) error {
+	if h.DisableDependencyUpdate {
+		return nil
+	}
+	meta := &chartv2.Metadata{}
+	if err := yaml.Unmarshal(fileContent(*files, path.Join(prefix, "Chart.yaml")), meta); err != nil {
+		return fmt.Errorf("chart %s: invalid Chart.yaml: %w", prefix, err)
+	}
+	for _, dep := range meta.Dependencies {
+		if dep == nil || dep.Repository == "" || vendored(*files, prefix, dep.Name) {
+			continue
+		}
+		var data []byte
+		var err error
+		switch {
+		case strings.HasPrefix(dep.Repository, "file://"):
+			if diskDir == "" {
+				return fmt.Errorf("chart %s: dependency %q uses %s but the chart was downloaded without it", prefix, dep.Name, dep.Repository)
+			}
+			depDir := filepath.Join(diskDir, filepath.FromSlash(strings.TrimPrefix(dep.Repository, "file://")))
+			if !cf.fs.inside(depDir) {
+				return fmt.Errorf("chart %s: dependency %q points outside the repository", prefix, dep.Name)
+			}
+			depFiles, err := cf.fs.loadDir(depDir)
+			if err != nil {
+				return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)
+			}
+			for _, f := range depFiles {
+				*files = append(*files, file{name: path.Join(prefix, "charts", dep.Name, f.name), content: f.content})
+			}
+			continue
+		case strings.HasPrefix(dep.Repository, "oci://"):
+			ref := strings.TrimSuffix(strings.TrimPrefix(dep.Repository, "oci://"), "/") + "/" + dep.Name
+			data, err = cf.pullOCI(ref, dep.Version, "")
+		case strings.HasPrefix(dep.Repository, "http://") || strings.HasPrefix(dep.Repository, "https://"):
+			var cv *repo.ChartVersion
+			cv, err = cf.lookup(dep.Repository, dep.Name, dep.Version)
+			if err == nil {
+				data, err = cf.downloadVersion(dep.Repository, cv)
+			}
+		default:
+			return fmt.Errorf("chart %s: dependency %q: repository %q is not supported (use http(s)://, oci:// or file://)", prefix, dep.Name, dep.Repository)
+		}
+		if err != nil {
+			return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)
+		}
+		depName, depFiles, err := extractChart(data, cf.limits)
+		if err != nil {
+			return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)
+		}
+		for _, f := range depFiles {
+			*files = append(*files, file{name: path.Join(prefix, "charts", depName, f.name), content: f.content})
+		}
+	}
+	return nil
+}
+
+func vendored(files []file, prefix, name string) bool {
+	dir := path.Join(prefix, "charts") + "/"
+	for _, f := range files {
+		if !strings.HasPrefix(f.name, dir) {
+			continue
+		}
+		rest := strings.TrimPrefix(f.name, dir)
+		if strings.HasPrefix(rest, name+"/") || (strings.HasPrefix(rest, name+"-") && strings.HasSuffix(rest, ".tgz")) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,350 @@
+package bundlereader
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// fleetYAMLNames are the file names of a bundle definition, in lookup order.
+var fleetYAMLNames = []string{"fleet.yaml", "fleet.yml"}
+
+// ErrLimit marks an input that is larger than a configured limit.
+var ErrLimit = errors.New("limit exceeded")
+
+// file is one file of a bundle directory, read from disk.
+type file struct {
+	name    string // relative to the bundle root, "/" separated
+	content []byte
+}
+
+// fsys reads a repository tree, refusing anything that resolves outside the
+// root (symlinks included) and counting bytes against the limits.
+type fsys struct {
+	root     string // absolute, symlinks resolved
+	limits   Limits
+	readSize int64
+}
+
+func newFS(root string, limits Limits) (*fsys, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("repository root: %w", err)
+	}
+	return &fsys{root: real, limits: limits}, nil
+}
+
+// rel returns p relative to the root with "/" separators.
+func (f *fsys) rel(p string) string {
+	r, err := filepath.Rel(f.root, p)
+	if err != nil {
+		return p
+	}
+	return filepath.ToSlash(r)
+}
+
+// resolve follows symlinks of p and checks the result is inside the root.
+func (f *fsys) resolve(p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	if !f.inside(real) {
+		return "", fmt.Errorf("%s points outside the repository (to %s); refusing to read it", f.rel(p), real)
+	}
+	return real, nil
+}
+
+func (f *fsys) inside(p string) bool {
+	r, err := filepath.Rel(f.root, p)
+	return err == nil && r != ".." && !strings.HasPrefix(r, "../") && !filepath.IsAbs(r)
+}
+
+// readFile reads a file inside the root, bounded by the file size limit.
+func (f *fsys) readFile(p string) ([]byte, error) {
+	real, err := f.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(real)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, f.limits.MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > f.limits.MaxFileSize {
+		return nil, fmt.Errorf("%s: file is larger than the limit of %d bytes: %w", f.rel(p), f.limits.MaxFileSize, ErrLimit)
+	}
+	f.readSize += int64(len(b))
+	if f.readSize > f.limits.MaxTotalSize {
+		return nil, fmt.Errorf("repository content read exceeds the limit of %d bytes: %w", f.limits.MaxTotalSize, ErrLimit)
+	}
+	return b, nil
+}
+
+// fleetYAMLPath returns the fleet.yaml of dir, or "" when it has none.
+func fleetYAMLPath(dir string) string {
+	for _, n := range fleetYAMLNames {
+		if st, err := os.Stat(filepath.Join(dir, n)); err == nil && !st.IsDir() {
+			return filepath.Join(dir, n)
+		}
+	}
+	return ""
+}
+
+func isYAMLName(n string) bool {
+	ext := strings.ToLower(path.Ext(n))
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// discover returns the bundle directories under base (absolute, inside the
+// root), as Fleet does: every directory with a fleet.yaml, plus base itself
+// when it, or a sub-directory that is not a bundle of its own, holds YAML.
+func (f *fsys) discover(base string) ([]string, error) {
+	var dirs []string
+	baseHasYAML := false
+	visited := map[string]bool{}
+	var walk func(dir string, underBundle bool) error
+	walk = func(dir string, underBundle bool) error {
+		real, err := f.resolve(dir)
+		if err != nil {
+			return err
+		}
+		if visited[real] {
+			return nil
+		}
+		visited[real] = true
+		isBundle := fleetYAMLPath(dir) != ""
+		if isBundle {
+			dirs = append(dirs, dir)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			isDir := e.IsDir()
+			if e.Type()&os.ModeSymlink != 0 {
+				target, err := f.resolve(p)
+				if err != nil {
+					return err
+				}
+				st, err := os.Stat(target)
+				if err != nil {
+					return err
+				}
+				isDir = st.IsDir()
+			}
+			if isDir {
+				if e.Name() == ".git" {
+					continue
+				}
+				if err := walk(p, underBundle || (isBundle && dir != base)); err != nil {
+					return err
+				}
+				continue
+			}
+			// YAML counts for the base only when no bundle below base owns it.
+			if isYAMLName(e.Name()) && !underBundle && !(isBundle && dir != base) {
+				baseHasYAML = true
+			}
+		}
+		return nil
+	}
+	if err := walk(base, false); err != nil {
+		return nil, err
+	}
+	if (len(dirs) == 0 || dirs[0] != base) && baseHasYAML {
+		dirs = append([]string{base}, dirs...)
+	}
+	return dirs, nil
+}
+
+// ignoreRule is one line of a .fleetignore file.
+type ignoreRule struct {
+	base    string // directory of the .fleetignore, relative to the bundle root
+	re      *regexp.Regexp
+	dirOnly bool
+	negate  bool
+	hasDir  bool // pattern names a path, not only a base name
+}
+
+func parseIgnore(base string, data []byte) []ignoreRule {
+	var rules []ignoreRule
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), " \t\r")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		r := ignoreRule{base: base}
+		if strings.HasPrefix(line, "!") {
+			r.negate = true
+			line = line[1:]
+		}
+		if strings.HasSuffix(line, "/") {
+			r.dirOnly = true
+			line = strings.TrimRight(line, "/")
+		}
+		if strings.Contains(line, "/") {
+			r.hasDir = true
+			line = strings.TrimPrefix(line, "/")
+		}
+		re, err := regexp.Compile("^" + globToRegexp(line) + "$")
+		if err != nil {
+			continue
+		}
+		r.re = re
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// globToRegexp converts a gitignore-style glob ("*", "?", "**", "[..]").
+func globToRegexp(g string) string {
+	var b strings.Builder
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		switch {
+		case strings.HasPrefix(g[i:], "**/"):
+			b.WriteString("(?:.*/)?")
+			i += 2
+		case strings.HasPrefix(g[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case c == '*':
+			b.WriteString("[^/]*")
+		case c == '?':
+			b.WriteString("[^/]")
+		case c == '[':
+			end := strings.IndexByte(g[i:], ']')
+			if end < 0 {
+				b.WriteString(`\[`)
+				continue
+			}
+			class := g[i+1 : i+end]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += end
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	return b.String()
+}
+
+func ignored(rules []ignoreRule, rel string, isDir bool) bool {
+	out := false
+	for _, r := range rules {
+		if r.dirOnly && !isDir {
+			continue
+		}
+		sub := rel
+		if r.base != "" {
+			if !strings.HasPrefix(rel, r.base+"/") {
+				continue
+			}
+			sub = strings.TrimPrefix(rel, r.base+"/")
+		}
+		target := path.Base(sub)
+		if r.hasDir {
+			target = sub
+		}
+		if r.re.MatchString(target) {
+			out = !r.negate
+		}
+	}
+	return out
+}
+
+// loadDir reads the files of the bundle directory dir: sub-directories with a
+// fleet.yaml of their own, the fleet.yaml itself, .fleetignore files and what
+// they exclude are left out. Names are relative to dir, sorted.
+func (f *fsys) loadDir(dir string) ([]file, error) {
+	var files []file
+	visited := map[string]bool{}
+	var walk func(abs, rel string, rules []ignoreRule) error
+	walk = func(abs, rel string, rules []ignoreRule) error {
+		real, err := f.resolve(abs)
+		if err != nil {
+			return err
+		}
+		if visited[real] {
+			return nil
+		}
+		visited[real] = true
+		if data, err := os.ReadFile(filepath.Join(abs, ".fleetignore")); err == nil {
+			rules = append(append([]ignoreRule(nil), rules...), parseIgnore(rel, data)...)
+		}
+		entries, err := os.ReadDir(abs)
+		if err != nil {
+			return err
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+		for _, e := range entries {
+			p := filepath.Join(abs, e.Name())
+			r := path.Join(rel, e.Name())
+			isDir := e.IsDir()
+			if e.Type()&os.ModeSymlink != 0 {
+				target, err := f.resolve(p)
+				if err != nil {
+					return err
+				}
+				st, err := os.Stat(target)
+				if err != nil {
+					return err
+				}
+				isDir = st.IsDir()
+			} else if !isDir && !e.Type().IsRegular() {
+				continue // sockets, devices
+			}
+			if isDir {
+				if e.Name() == ".git" || ignored(rules, r, true) || fleetYAMLPath(p) != "" {
+					continue
+				}
+				if err := walk(p, r, rules); err != nil {
+					return err
+				}
+				continue
+			}
+			if e.Name() == ".fleetignore" || (rel == "" && (e.Name() == "fleet.yaml" || e.Name() == "fleet.yml")) {
+				continue
+			}
+			if ignored(rules, r, false) {
+				continue
+			}
+			data, err := f.readFile(p)
+			if err != nil {
+				return err
+			}
+			files = append(files, file{name: r, content: data})
+			if len(files) > f.limits.MaxFiles {
+				return fmt.Errorf("%s: more than %d files: %w", f.rel(dir), f.limits.MaxFiles, ErrLimit)
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, "", nil); err != nil {
+		return nil, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	return files, nil
+}

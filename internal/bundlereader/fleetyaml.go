@@ -1,0 +1,256 @@
+// Package bundlereader turns directories of a repository into Bundles: it
+// finds bundle roots, parses fleet.yaml, collects the files (honouring
+// .fleetignore), downloads Helm charts so agents never need a chart
+// repository, and assembles targets the way Fleet does.
+package bundlereader
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// FleetYAML is the content of a fleet.yaml file: a BundleSpec plus the keys
+// that only exist in the file.
+type FleetYAML struct {
+	// Name overrides the generated bundle name.
+	Name string `json:"name,omitempty"`
+	// Labels are copied onto the Bundle.
+	Labels map[string]string `json:"labels,omitempty"`
+
+	fleet.BundleSpec `json:",inline"`
+
+	// TargetCustomizations are appended to the bundle's targets.
+	TargetCustomizations []fleet.BundleTarget `json:"targetCustomizations,omitempty"`
+	// ImageScans are parsed for compatibility; image scanning is not
+	// supported, so any entry is an error.
+	ImageScans []ImageScan `json:"imageScans,omitempty"`
+	// OverrideTargets replace the targets of the GitRepo (or --targets-file).
+	OverrideTargets []GitTarget `json:"overrideTargets,omitempty"`
+}
+
+// ImageScan is one entry of fleet.yaml imageScans.
+type ImageScan struct {
+	Name     string                 `json:"name,omitempty"`
+	TagName  string                 `json:"tagName,omitempty"`
+	Image    string                 `json:"image,omitempty"`
+	Interval string                 `json:"interval,omitempty"`
+	Secret   map[string]interface{} `json:"secretRef,omitempty"`
+	Policy   map[string]interface{} `json:"policy,omitempty"`
+	Suspend  bool                   `json:"suspend,omitempty"`
+}
+
+// GitTarget is a GitRepo-style target as used by overrideTargets.
+type GitTarget struct {
+	Name                 string                `json:"name,omitempty"`
+	ClusterName          string                `json:"clusterName,omitempty"`
+	ClusterSelector      *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	ClusterGroup         string                `json:"clusterGroup,omitempty"`
+	ClusterGroupSelector *metav1.LabelSelector `json:"clusterGroupSelector,omitempty"`
+}
+
+// ParseError is a fleet.yaml that cannot be used; Path names the file.
+type ParseError struct {
+	Path string
+	Err  error
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("%s: %v", e.Path, e.Err) }
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// ParseFleetYAML parses and validates fleet.yaml content. Unknown keys are
+// not an error (Fleet accepts them) but are returned as warnings, one per key
+// path, sorted, so that typos such as "helm.valuesFile" are visible.
+func ParseFleetYAML(data []byte) (*FleetYAML, []string, error) {
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	fy := &FleetYAML{}
+	trimmed := strings.TrimSpace(string(jsonData))
+	if trimmed == "null" || trimmed == "" {
+		return fy, nil, nil
+	}
+	if !strings.HasPrefix(trimmed, "{") {
+		return nil, nil, fmt.Errorf("invalid fleet.yaml: the document must be a mapping of keys, not %s", jsonKind(trimmed))
+	}
+	if err := json.Unmarshal(jsonData, fy); err != nil {
+		return nil, nil, fmt.Errorf("invalid fleet.yaml: %w", err)
+	}
+	var generic interface{}
+	if err := json.Unmarshal(jsonData, &generic); err != nil {
+		return nil, nil, fmt.Errorf("invalid fleet.yaml: %w", err)
+	}
+	var warnings []string
+	unknownKeys(generic, reflect.TypeOf(FleetYAML{}), "", &warnings)
+	sort.Strings(warnings)
+	if err := validate(fy); err != nil {
+		return nil, warnings, err
+	}
+	return fy, warnings, nil
+}
+
+func jsonKind(s string) string {
+	switch s[0] {
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	default:
+		return "a scalar"
+	}
+}
+
+var genericMapType = reflect.TypeOf(fleet.GenericMap{})
+
+// unknownKeys walks a decoded JSON value alongside the Go type it was decoded
+// into and records keys the type has no field for.
+func unknownKeys(v interface{}, t reflect.Type, path string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == genericMapType {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]interface{})
+		if !ok {
+			return
+		}
+		fields := map[string]reflect.Type{}
+		collectFields(t, fields)
+		if len(fields) == 0 { // types with custom JSON (IntOrString, Time)
+			return
+		}
+		for k, sub := range m {
+			ft, ok := fields[k]
+			if !ok {
+				*out = append(*out, fmt.Sprintf("unknown key %q", join(path, k)))
+				continue
+			}
+			unknownKeys(sub, ft, join(path, k), out)
+		}
+	case reflect.Slice:
+		list, ok := v.([]interface{})
+		if !ok {
+			return
+		}
+		for i, item := range list {
+			unknownKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]interface{})
+		if !ok {
+			return
+		}
+		for k, item := range m {
+			unknownKeys(item, t.Elem(), join(path, k), out)
+		}
+	}
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+func collectFields(t reflect.Type, fields map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && strings.Contains(","+opts, ",inline") || (f.Anonymous && tag == "") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				collectFields(ft, fields)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+}
+
+var releaseNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+func validate(fy *FleetYAML) error {
+	for i, d := range fy.DependsOn {
+		if d.Name == "" && d.Selector == nil {
+			return fmt.Errorf("dependsOn[%d]: name or selector is required", i)
+		}
+		for _, s := range d.AcceptedStates {
+			if _, ok := fleet.StateRank[s]; !ok {
+				return fmt.Errorf("dependsOn[%d]: invalid accepted state %q", i, s)
+			}
+		}
+	}
+	if len(fy.ImageScans) > 0 {
+		return fmt.Errorf("imageScans: image scanning is not supported by this Fleet")
+	}
+	switch fy.TargetCustomizationMode {
+	case "", fleet.FirstMatch, fleet.AllMatches:
+	default:
+		return fmt.Errorf("targetCustomizationMode: must be FirstMatch or AllMatches, not %q", fy.TargetCustomizationMode)
+	}
+	if err := validateOptions("", &fy.BundleDeploymentOptions); err != nil {
+		return err
+	}
+	for i := range fy.TargetCustomizations {
+		if err := validateOptions(fmt.Sprintf("targetCustomizations[%d].", i), &fy.TargetCustomizations[i].BundleDeploymentOptions); err != nil {
+			return err
+		}
+	}
+	for i := range fy.Targets {
+		if err := validateOptions(fmt.Sprintf("targets[%d].", i), &fy.Targets[i].BundleDeploymentOptions); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateOptions(prefix string, o *fleet.BundleDeploymentOptions) error {
+	if o.Helm != nil {
+		if rn := o.Helm.ReleaseName; rn != "" && (len(rn) > 53 || !releaseNameRE.MatchString(rn)) {
+			return fmt.Errorf("%shelm.releaseName %q: must be at most 53 lower-case alphanumerics, '-' or '.'", prefix, rn)
+		}
+		if o.Helm.TimeoutSeconds < 0 || o.Helm.MaxHistory < 0 {
+			return fmt.Errorf("%shelm: timeoutSeconds and maxHistory must not be negative", prefix)
+		}
+		for i, vf := range o.Helm.ValuesFrom {
+			if vf.ConfigMapKeyRef == nil && vf.SecretKeyRef == nil {
+				return fmt.Errorf("%shelm.valuesFrom[%d]: configMapKeyRef or secretKeyRef is required", prefix, i)
+			}
+		}
+	}
+	for i, r := range o.DownstreamResources {
+		if r.Kind != "Secret" && r.Kind != "ConfigMap" {
+			return fmt.Errorf("%sdownstreamResources[%d]: kind must be Secret or ConfigMap, not %q", prefix, i, r.Kind)
+		}
+		if r.Name == "" {
+			return fmt.Errorf("%sdownstreamResources[%d]: name is required", prefix, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,531 @@
+package bundlereader
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+// HelmAuth are the credentials and TLS settings for chart repositories.
+type HelmAuth struct {
+	Username, Password string
+	CABundle           []byte
+	InsecureSkipTLS    bool
+	// BasicHTTP talks plain HTTP to OCI registries.
+	BasicHTTP bool
+}
+
+// Limits bound what a repository may make the reader do. Zero fields take
+// the defaults of DefaultLimits.
+type Limits struct {
+	// MaxFileSize is the largest single file (also inside chart archives).
+	MaxFileSize int64
+	// MaxFiles is the most files of one bundle (or one chart archive).
+	MaxFiles int
+	// MaxTotalSize bounds all bytes read from disk in one Read.
+	MaxTotalSize int64
+	// MaxBundleSize is the largest serialized Bundle; the API server refuses
+	// objects above ~3 MiB.
+	MaxBundleSize int64
+	// CompressThreshold is the serialized size from which resources are
+	// stored base64+gz.
+	CompressThreshold int64
+	// MaxChartSize bounds a downloaded chart archive.
+	MaxChartSize int64
+	// MaxChartUncompressed bounds what a chart archive may expand to.
+	MaxChartUncompressed int64
+	// MaxIndexSize bounds a repository's index.yaml.
+	MaxIndexSize int64
+}
+
+// DefaultLimits are used for every zero field of Limits.
+var DefaultLimits = Limits{
+	MaxFileSize:          10 << 20,
+	MaxFiles:             10000,
+	MaxTotalSize:         512 << 20,
+	MaxBundleSize:        3 << 20,
+	CompressThreshold:    1000000,
+	MaxChartSize:         20 << 20,
+	MaxChartUncompressed: 64 << 20,
+	MaxIndexSize:         64 << 20,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxFileSize > 0 {
+		d.MaxFileSize = l.MaxFileSize
+	}
+	if l.MaxFiles > 0 {
+		d.MaxFiles = l.MaxFiles
+	}
+	if l.MaxTotalSize > 0 {
+		d.MaxTotalSize = l.MaxTotalSize
+	}
+	if l.MaxBundleSize > 0 {
+		d.MaxBundleSize = l.MaxBundleSize
+	}
+	if l.CompressThreshold > 0 {
+		d.CompressThreshold = l.CompressThreshold
+	}
+	if l.MaxChartSize > 0 {
+		d.MaxChartSize = l.MaxChartSize
+	}
+	if l.MaxChartUncompressed > 0 {
+		d.MaxChartUncompressed = l.MaxChartUncompressed
+	}
+	if l.MaxIndexSize > 0 {
+		d.MaxIndexSize = l.MaxIndexSize
+	}
+	return d
+}
+
+// Options configure Read.
+type Options struct {
+	// Namespace of the produced Bundles.
+	Namespace string
+	// Labels are added to every Bundle (e.g. repo-name, commit).
+	Labels map[string]string
+	// Targets and TargetRestrictions come from the GitRepo or --targets-file
+	// and are appended after the fleet.yaml ones (unless overrideTargets).
+	Targets            []fleet.BundleTarget
+	TargetRestrictions []fleet.BundleTargetRestriction
+	// ServiceAccount and TargetNamespace override fleet.yaml when set.
+	ServiceAccount, TargetNamespace string
+	// Paused, KeepResources and DeleteNamespace are set on every bundle when
+	// true.
+	Paused, KeepResources, DeleteNamespace bool
+	// CorrectDrift overrides fleet.yaml when set.
+	CorrectDrift *fleet.CorrectDrift
+	// SyncGeneration sets forceSyncGeneration when not zero.
+	SyncGeneration int64
+	// Auth is used for chart downloads; AuthByPath overrides it per bundle
+	// path (relative to root). HelmRepoURLRegex restricts which repository
+	// URLs receive the username and password.
+	Auth             HelmAuth
+	AuthByPath       map[string]HelmAuth
+	HelmRepoURLRegex string
+	Limits           Limits
+	// FleetYAML, when set, replaces the fleet.yaml of the first path (for
+	// `fleet apply -f`).
+	FleetYAML []byte
+	// Warn receives non-fatal problems such as unknown fleet.yaml keys.
+	Warn func(msg string)
+}
+
+// Read walks root/paths (globs allowed; default ".") and returns one Bundle
+// per bundle directory, named NAME-<path> via names.HelmReleaseName and
+// sorted by name. Any error fails the whole read, so a caller never applies
+// a partial set of bundles (which would prune the rest).
+func Read(ctx context.Context, name, root string, paths []string, opts Options) ([]*fleet.Bundle, error) {
+	opts.Limits = opts.Limits.withDefaults()
+	fs, err := newFS(root, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	for i, p := range paths {
+		if filepath.IsAbs(p) {
+			return nil, fmt.Errorf("path %q: must be relative to the repository root", p)
+		}
+		matches, err := filepath.Glob(filepath.Join(fs.root, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, fmt.Errorf("path %q: %w", p, err)
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("path %q does not exist", p)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if !fs.inside(m) {
+				return nil, fmt.Errorf("path %q is outside the repository", p)
+			}
+			st, err := os.Stat(m)
+			if err != nil {
+				return nil, fmt.Errorf("path %q: %w", p, err)
+			}
+			if !st.IsDir() {
+				continue
+			}
+			found, err := fs.discover(m)
+			if err != nil {
+				return nil, err
+			}
+			if len(found) == 0 && !(i == 0 && opts.FleetYAML != nil) {
+				return nil, fmt.Errorf("path %q: no fleet.yaml and no YAML manifests found", fs.rel(m))
+			}
+			if len(found) == 0 || found[0] != m {
+				if i == 0 && opts.FleetYAML != nil {
+					found = append([]string{m}, found...)
+				}
+			}
+			for _, d := range found {
+				if !seen[d] {
+					seen[d] = true
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	var firstDir string
+	if opts.FleetYAML != nil {
+		m, _ := filepath.Glob(filepath.Join(fs.root, filepath.FromSlash(paths[0])))
+		if len(m) > 0 {
+			firstDir = m[0]
+		}
+	}
+	bundles := make([]*fleet.Bundle, 0, len(dirs))
+	byName := map[string]string{}
+	for _, d := range dirs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var override []byte
+		if d == firstDir {
+			override = opts.FleetYAML
+		}
+		b, err := readBundle(ctx, bundleInput{name: name, fs: fs, dir: d, fleetYAML: override, opts: &opts})
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", displayPath(fs.rel(d)), err)
+		}
+		if other, dup := byName[b.Name]; dup {
+			return nil, fmt.Errorf("paths %s and %s both produce bundle %q; set a distinct name in fleet.yaml", other, displayPath(fs.rel(d)), b.Name)
+		}
+		byName[b.Name] = displayPath(fs.rel(d))
+		bundles = append(bundles, b)
+	}
+	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
+	return bundles, nil
+}
+
+func displayPath(rel string) string {
+	if rel == "." || rel == "" {
+		return "(root)"
+	}
+	return rel
+}
+
+type bundleInput struct {
+	name      string
+	fs        *fsys
+	dir       string
+	fleetYAML []byte
+	opts      *Options
+}
+
+// readBundle builds the Bundle of one directory.
+func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
+	rel := in.fs.rel(in.dir)
+	data := in.fleetYAML
+	yamlName := "fleet.yaml"
+	if data == nil {
+		if p := fleetYAMLPath(in.dir); p != "" {
+			yamlName = filepath.Base(p)
+			var err error
+			if data, err = in.fs.readFile(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fy, warnings, err := ParseFleetYAML(data)
+	for _, w := range warnings {
+		if in.opts.Warn != nil {
+			in.opts.Warn(fmt.Sprintf("%s: %s", path.Join(rel, yamlName), w))
+		}
+	}
+	if err != nil {
+		return nil, &ParseError{Path: path.Join(rel, yamlName), Err: err}
+	}
+	files, err := in.fs.loadDir(in.dir)
+	if err != nil {
+		return nil, err
+	}
+	spec := fy.BundleSpec.DeepCopy()
+	spec.Resources = nil
+	targets := append([]fleet.BundleTarget{}, spec.Targets...)
+	for _, t := range fy.TargetCustomizations {
+		targets = append(targets, *t.DeepCopy())
+	}
+	var orig fleet.HelmOptions
+	if fy.Helm != nil {
+		orig = *fy.Helm
+	}
+
+	// Helm: values files, chart properties propagation, downloads.
+	if err := mergeValuesFiles(in.fs, in.dir, "", spec.Helm); err != nil {
+		return nil, err
+	}
+	for i := range targets {
+		if err := mergeValuesFiles(in.fs, in.dir, fmt.Sprintf("targetCustomizations[%d].", i), targets[i].Helm); err != nil {
+			return nil, err
+		}
+	}
+	if (spec.Helm == nil || (spec.Helm.Chart == "" && spec.Helm.Repo == "")) && hasFile(files, "Chart.yaml") {
+		if spec.Helm == nil {
+			spec.Helm = &fleet.HelmOptions{}
+		}
+		spec.Helm.Chart = "."
+	}
+	propagateHelm(spec.Helm, targets)
+	auth := in.opts.Auth
+	if a, ok := in.opts.AuthByPath[rel]; ok {
+		auth = a
+	}
+	cf, err := newChartFetcher(ctx, auth, in.opts.HelmRepoURLRegex, in.opts.Limits, in.fs)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Helm != nil {
+		if err := cf.resolve(spec.Helm, in.dir, &files); err != nil {
+			return nil, err
+		}
+	}
+	for i := range targets {
+		if h := targets[i].Helm; h != nil && (h.Chart != "" || h.Repo != "") {
+			if spec.Helm != nil && h.Chart == orig.Chart && h.Repo == orig.Repo && h.Version == orig.Version {
+				h.Chart, h.Repo, h.Version = spec.Helm.Chart, spec.Helm.Repo, spec.Helm.Version
+				continue
+			}
+			if err := cf.resolve(h, in.dir, &files); err != nil {
+				return nil, fmt.Errorf("%s: %w", targetLabel(i, targets[i]), err)
+			}
+		}
+	}
+	if err := checkKustomizeAndOverlays(files, spec.BundleDeploymentOptions, targets); err != nil {
+		return nil, err
+	}
+
+	applyOptions(spec, in.opts)
+	spec.Targets, spec.TargetRestrictions = assembleTargets(targets, fy.OverrideTargets, in.opts)
+	resources, err := toResources(files)
+	if err != nil {
+		return nil, err
+	}
+	spec.Resources = resources
+
+	bundleName := fy.Name
+	if bundleName == "" {
+		bundleName = in.name
+		if rel != "." {
+			bundleName = path.Join(in.name, rel)
+		}
+	}
+	b := &fleet.Bundle{
+		TypeMeta: metav1.TypeMeta{APIVersion: fleet.GroupVersion.String(), Kind: "Bundle"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      names.HelmReleaseName(bundleName),
+			Namespace: in.opts.Namespace,
+			Labels:    mergeLabels(fy.Labels, in.opts.Labels),
+		},
+		Spec: *spec,
+	}
+	if c := in.opts.Labels[fleet.CommitLabel]; c != "" {
+		b.Annotations = map[string]string{fleet.CommitAnnotation: c}
+	}
+	if err := fitSize(b, in.opts.Limits); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func targetLabel(i int, t fleet.BundleTarget) string {
+	if t.Name != "" {
+		return fmt.Sprintf("target %q", t.Name)
+	}
+	return fmt.Sprintf("target %d", i)
+}
+
+// propagateHelm copies the root chart, repo and version into customizations
+// that set helm but not those fields, as Fleet does.
+func propagateHelm(root *fleet.HelmOptions, targets []fleet.BundleTarget) {
+	if root == nil {
+		return
+	}
+	for i := range targets {
+		h := targets[i].Helm
+		if h == nil {
+			continue
+		}
+		if h.Chart == "" {
+			h.Chart = root.Chart
+		}
+		if h.Repo == "" {
+			h.Repo = root.Repo
+		}
+		if h.Version == "" {
+			h.Version = root.Version
+		}
+	}
+}
+
+// mergeValuesFiles reads helm.valuesFiles (relative to the bundle) in order
+// and merges them under helm.values, which wins.
+func mergeValuesFiles(fs *fsys, dir, prefix string, h *fleet.HelmOptions) error {
+	if h == nil || len(h.ValuesFiles) == 0 {
+		return nil
+	}
+	merged := map[string]interface{}{}
+	for _, vf := range h.ValuesFiles {
+		p := filepath.Join(dir, filepath.FromSlash(vf))
+		if filepath.IsAbs(vf) || !fs.inside(p) {
+			return fmt.Errorf("%shelm.valuesFiles: %q is outside the repository", prefix, vf)
+		}
+		data, err := fs.readFile(p)
+		if err != nil {
+			return fmt.Errorf("%shelm.valuesFiles: %w", prefix, err)
+		}
+		values := map[string]interface{}{}
+		if err := yaml.Unmarshal(data, &values); err != nil {
+			return fmt.Errorf("%shelm.valuesFiles: %s: invalid YAML: %w", prefix, vf, err)
+		}
+		merged = mergeMaps(merged, values)
+	}
+	if h.Values != nil {
+		merged = mergeMaps(merged, h.Values.Data)
+	}
+	h.Values = &fleet.GenericMap{Data: merged}
+	h.ValuesFiles = nil
+	return nil
+}
+
+// mergeMaps merges b into a recursively; b wins.
+func mergeMaps(a, b map[string]interface{}) map[string]interface{} {
+	out := make(map[string]interface{}, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]interface{}); ok {
+			if am, ok := out[k].(map[string]interface{}); ok {
+				out[k] = mergeMaps(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func checkKustomizeAndOverlays(files []file, root fleet.BundleDeploymentOptions, targets []fleet.BundleTarget) error {
+	check := func(prefix string, o fleet.BundleDeploymentOptions) error {
+		if o.Kustomize != nil && o.Kustomize.Dir != "" {
+			d := path.Clean(filepath.ToSlash(o.Kustomize.Dir))
+			if path.IsAbs(d) || d == ".." || strings.HasPrefix(d, "../") {
+				return fmt.Errorf("%skustomize.dir %q must be inside the bundle", prefix, o.Kustomize.Dir)
+			}
+			ok := false
+			for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+				ok = ok || hasFile(files, path.Join(d, n))
+			}
+			if !ok {
+				return fmt.Errorf("%skustomize.dir %q: no kustomization.yaml there", prefix, o.Kustomize.Dir)
+			}
+		}
+		if o.YAML != nil {
+			for _, ov := range o.YAML.Overlays {
+				dir := path.Join("overlays", ov) + "/"
+				found := false
+				for _, f := range files {
+					found = found || strings.HasPrefix(f.name, dir)
+				}
+				if !found {
+					return fmt.Errorf("%syaml.overlays: overlay %q not found (no files under overlays/%s/)", prefix, ov, ov)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("", root); err != nil {
+		return err
+	}
+	for i, t := range targets {
+		if err := check(targetLabel(i, t)+": ", t.BundleDeploymentOptions); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyOptions applies the command-line/GitRepo options over fleet.yaml.
+func applyOptions(spec *fleet.BundleSpec, o *Options) {
+	if o.ServiceAccount != "" {
+		spec.ServiceAccount = o.ServiceAccount
+	}
+	if o.TargetNamespace != "" {
+		spec.TargetNamespace = o.TargetNamespace
+	}
+	spec.Paused = spec.Paused || o.Paused
+	spec.KeepResources = spec.KeepResources || o.KeepResources
+	spec.DeleteNamespace = spec.DeleteNamespace || o.DeleteNamespace
+	if o.CorrectDrift != nil && o.CorrectDrift.Enabled {
+		cd := *o.CorrectDrift
+		spec.CorrectDrift = &cd
+	}
+	if o.SyncGeneration != 0 {
+		spec.ForceSyncGeneration = o.SyncGeneration
+	}
+}
+
+// assembleTargets builds targets and restrictions as Fleet's reader does
+// (reference §3.1).
+func assembleTargets(targets []fleet.BundleTarget, override []GitTarget, o *Options) ([]fleet.BundleTarget, []fleet.BundleTargetRestriction) {
+	var restrictions []fleet.BundleTargetRestriction
+	if len(override) > 0 {
+		for _, t := range override {
+			targets = append(targets, fleet.BundleTarget{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
+				ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector})
+			restrictions = append(restrictions, fleet.BundleTargetRestriction{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
+				ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector})
+		}
+	} else {
+		for _, t := range o.Targets {
+			targets = append(targets, *t.DeepCopy())
+		}
+		for _, r := range o.TargetRestrictions {
+			restrictions = append(restrictions, *r.DeepCopy())
+		}
+	}
+	if len(targets) == 0 {
+		targets = []fleet.BundleTarget{{Name: "default", ClusterGroup: "default"}}
+	}
+	for i := range targets {
+		if targets[i].Name == "" {
+			targets[i].Name = fmt.Sprintf("target%03d", i)
+		}
+	}
+	return targets, restrictions
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// jsonSize is the serialized size of the Bundle as the API server sees it.
+func jsonSize(b *fleet.Bundle) (int, error) {
+	data, err := json.Marshal(b)
+	return len(data), err
+}

@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
+	"github.com/fleetgo/fleet/internal/bundlereader"
+)
+
+func init() { register(newApplyCmd) }
+
+// ApplyFlags are the flags of `fleet apply`, kept in a struct so tests and
+// the GitOps job can run the same code without cobra.
+type ApplyFlags struct {
+	Output          string
+	FleetFile       string
+	Labels          map[string]string
+	TargetsFile     string
+	Compress        bool
+	ServiceAccount  string
+	SyncGeneration  int64
+	TargetNamespace string
+	Paused          bool
+	Commit          string
+	KeepResources   bool
+	DeleteNamespace bool
+	CorrectDrift    bool
+	CorrectForce    bool
+	CorrectKeepFail bool
+
+	Username            string
+	PasswordFile        string
+	CACertsFile         string
+	HelmRepoURLRegex    string
+	HelmCredsByPathFile string
+	HelmBasicHTTP       bool
+	HelmInsecureSkipTLS bool
+	MaxBundleSize       int64
+}
+
+func newApplyCmd(g *Globals) *cobra.Command {
+	f := &ApplyFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply NAME [PATH...]",
+		Short: "Build bundles from directories and create or update them",
+		Long: `apply builds one Bundle for every directory with a fleet.yaml (and for PATH itself when it holds
+manifests), named NAME-<path>, and creates or updates them in the namespace given by -n.
+With -o - the bundles are printed as YAML instead. Bundles labelled with the same
+fleet.cattle.io/repo-name that are no longer produced are deleted.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunApply(cmd.Context(), g, f, args[0], args[1:], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.Output, "output", "o", "", "write the bundles as YAML to this file ('-' for stdout) instead of applying them")
+	fl.StringVarP(&f.FleetFile, "file", "f", "", "fleet.yaml to use for the first PATH ('-' reads it from stdin)")
+	fl.StringToStringVarP(&f.Labels, "label", "l", nil, "labels to add to every bundle (key=value)")
+	fl.StringVar(&f.TargetsFile, "targets-file", "", "YAML file with targets and targetRestrictions to append")
+	fl.BoolVarP(&f.Compress, "compress", "c", false, "always store resources base64+gz")
+	fl.StringVarP(&f.ServiceAccount, "service-account", "a", "", "service account the agent deploys with")
+	fl.Int64Var(&f.SyncGeneration, "sync-generation", 0, "force a redeploy when this number changes")
+	fl.StringVar(&f.TargetNamespace, "target-namespace", "", "force every resource into this namespace")
+	fl.BoolVar(&f.Paused, "paused", false, "create the bundles paused")
+	fl.StringVar(&f.Commit, "commit", os.Getenv("COMMIT"), "commit the bundles are built from (env COMMIT)")
+	fl.BoolVar(&f.KeepResources, "keep-resources", false, "keep deployed resources when a bundle is deleted")
+	fl.BoolVar(&f.DeleteNamespace, "delete-namespace", false, "delete the target namespace with the bundle")
+	fl.BoolVar(&f.CorrectDrift, "correct-drift", false, "correct drift of deployed resources")
+	fl.BoolVar(&f.CorrectForce, "correct-drift-force", false, "correct drift by recreating resources when needed")
+	fl.BoolVar(&f.CorrectKeepFail, "correct-drift-keep-fail-history", false, "keep failed drift corrections in the Helm history")
+	fl.StringVar(&f.Username, "username", os.Getenv("HELM_USERNAME"), "Helm repository username (env HELM_USERNAME)")
+	fl.StringVar(&f.PasswordFile, "password-file", "", "file holding the Helm repository password")
+	fl.StringVar(&f.CACertsFile, "cacerts-file", "", "PEM CA bundle for Helm repositories")
+	fl.StringVar(&f.HelmRepoURLRegex, "helm-repo-url-regex", "", "send Helm credentials only to repository URLs matching this regex")
+	fl.StringVar(&f.HelmCredsByPathFile, "helm-credentials-by-path-file", "", "YAML map of bundle path to Helm credentials")
+	fl.BoolVar(&f.HelmBasicHTTP, "helm-basic-http", false, "use plain HTTP for OCI registries")
+	fl.BoolVar(&f.HelmInsecureSkipTLS, "helm-insecure-skip-tls", false, "do not verify Helm repositories' TLS certificates")
+	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default 3 MiB)")
+	return cmd
+}
+
+// helmCreds is one entry of --helm-credentials-by-path-file.
+type helmCreds struct {
+	Username        string `json:"username,omitempty"`
+	Password        string `json:"password,omitempty"`
+	CABundle        string `json:"caBundle,omitempty"`
+	InsecureSkipTLS bool   `json:"insecureSkipTls,omitempty"`
+	BasicHTTP       bool   `json:"basicHTTP,omitempty"`
+}
+
+// targetsFile is the content of --targets-file.
+type targetsFile struct {
+	Targets            []fleet.BundleTarget            `json:"targets,omitempty"`
+	TargetRestrictions []fleet.BundleTargetRestriction `json:"targetRestrictions,omitempty"`
+}
+
+// ReadOptions turns the flags into bundle reader options.
+func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Writer) (bundlereader.Options, error) {
+	o := bundlereader.Options{
+		Namespace:        namespace,
+		Labels:           map[string]string{},
+		ServiceAccount:   f.ServiceAccount,
+		TargetNamespace:  f.TargetNamespace,
+		Paused:           f.Paused,
+		KeepResources:    f.KeepResources,
+		DeleteNamespace:  f.DeleteNamespace,
+		SyncGeneration:   f.SyncGeneration,
+		HelmRepoURLRegex: f.HelmRepoURLRegex,
+		Limits:           bundlereader.Limits{MaxBundleSize: f.MaxBundleSize},
+		Warn:             func(msg string) { fmt.Fprintln(stderr, "warning:", msg) },
+	}
+	for k, v := range f.Labels {
+		o.Labels[k] = v
+	}
+	if f.Commit != "" {
+		o.Labels[fleet.CommitLabel] = f.Commit
+	}
+	if f.Compress {
+		o.Limits.CompressThreshold = 1
+	}
+	if f.CorrectDrift || f.CorrectForce || f.CorrectKeepFail {
+		o.CorrectDrift = &fleet.CorrectDrift{Enabled: true, Force: f.CorrectForce, KeepFailHistory: f.CorrectKeepFail}
+	}
+	o.Auth = bundlereader.HelmAuth{Username: f.Username, InsecureSkipTLS: f.HelmInsecureSkipTLS, BasicHTTP: f.HelmBasicHTTP}
+	if f.PasswordFile != "" {
+		b, err := os.ReadFile(f.PasswordFile)
+		if err != nil {
+			return o, fmt.Errorf("--password-file: %w", err)
+		}
+		o.Auth.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if f.CACertsFile != "" {
+		b, err := os.ReadFile(f.CACertsFile)
+		if err != nil {
+			return o, fmt.Errorf("--cacerts-file: %w", err)
+		}
+		o.Auth.CABundle = b
+	}
+	if f.HelmCredsByPathFile != "" {
+		b, err := os.ReadFile(f.HelmCredsByPathFile)
+		if err != nil {
+			return o, fmt.Errorf("--helm-credentials-by-path-file: %w", err)
+		}
+		byPath := map[string]helmCreds{}
+		if err := yaml.UnmarshalStrict(b, &byPath); err != nil {
+			return o, fmt.Errorf("--helm-credentials-by-path-file: %w", err)
+		}
+		o.AuthByPath = map[string]bundlereader.HelmAuth{}
+		for p, c := range byPath {
+			o.AuthByPath[path.Clean(strings.TrimPrefix(p, "./"))] = bundlereader.HelmAuth{Username: c.Username, Password: c.Password,
+				CABundle: []byte(c.CABundle), InsecureSkipTLS: c.InsecureSkipTLS, BasicHTTP: c.BasicHTTP}
+		}
+	}
+	if f.TargetsFile != "" {
+		b, err := os.ReadFile(f.TargetsFile)
+		if err != nil {
+			return o, fmt.Errorf("--targets-file: %w", err)
+		}
+		tf := targetsFile{}
+		if err := yaml.UnmarshalStrict(b, &tf); err != nil {
+			return o, fmt.Errorf("--targets-file %s: %w", f.TargetsFile, err)
+		}
+		o.Targets, o.TargetRestrictions = tf.Targets, tf.TargetRestrictions
+	}
+	switch f.FleetFile {
+	case "":
+	case "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 10<<20))
+		if err != nil {
+			return o, fmt.Errorf("reading fleet.yaml from stdin: %w", err)
+		}
+		o.FleetYAML = b
+	default:
+		b, err := os.ReadFile(f.FleetFile)
+		if err != nil {
+			return o, fmt.Errorf("-f: %w", err)
+		}
+		o.FleetYAML = b
+	}
+	if o.FleetYAML == nil && f.FleetFile != "" {
+		o.FleetYAML = []byte{}
+	}
+	return o, nil
+}
+
+// RunApply is `fleet apply`: build every bundle first (any error aborts
+// before anything is written), then print or apply them.
+func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	if f.FleetFile != "" && len(paths) > 1 {
+		return fmt.Errorf("-f applies to a single PATH, got %d", len(paths))
+	}
+	opts, err := f.ReadOptions(g.Namespace, stdin, stderr)
+	if err != nil {
+		return err
+	}
+	bundles, err := ReadPaths(ctx, name, paths, opts)
+	if err != nil {
+		return err
+	}
+	if f.Output != "" {
+		out, err := BundlesYAML(bundles)
+		if err != nil {
+			return err
+		}
+		if f.Output == "-" {
+			_, err = stdout.Write(out)
+			return err
+		}
+		return os.WriteFile(f.Output, out, 0o644)
+	}
+	c, err := g.Client()
+	if err != nil {
+		return err
+	}
+	return ApplyBundles(ctx, c, g.Namespace, bundles, opts.Labels, stdout)
+}
+
+// ReadPaths reads paths relative to the working directory as one
+// repository; a path outside it is read as a repository of its own.
+func ReadPaths(ctx context.Context, name string, paths []string, opts bundlereader.Options) ([]*fleet.Bundle, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	var inside []string
+	var all []*fleet.Bundle
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(cwd, abs)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			inside = append(inside, filepath.ToSlash(rel))
+			continue
+		}
+		bs, err := bundlereader.Read(ctx, path.Join(name, strings.TrimLeft(filepath.ToSlash(p), "./")), abs, nil, opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, bs...)
+	}
+	if len(inside) > 0 {
+		bs, err := bundlereader.Read(ctx, name, cwd, inside, opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, bs...)
+	}
+	return all, nil
+}
+
+// BundlesYAML prints bundles as a YAML stream, in the given (sorted) order.
+func BundlesYAML(bundles []*fleet.Bundle) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, b := range bundles {
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		out, err := yaml.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(out)
+	}
+	return buf.Bytes(), nil
+}
+
+// ApplyBundles writes bundles and prunes those of the same repo that are
+// gone (only when the repo-name label is set).
+func ApplyBundles(ctx context.Context, c client.Client, namespace string, bundles []*fleet.Bundle, labels map[string]string, out io.Writer) error {
+	opts := apply.Options{Namespace: namespace}
+	if repo := labels[fleet.RepoLabel]; repo != "" {
+		opts.PruneSelector = map[string]string{fleet.RepoLabel: repo}
+	}
+	res, err := apply.ApplyWithResult(ctx, c, bundles, opts)
+	if res != nil {
+		for _, n := range res.Created {
+			fmt.Fprintf(out, "bundle %s/%s created\n", namespace, n)
+		}
+		for _, n := range res.Updated {
+			fmt.Fprintf(out, "bundle %s/%s updated\n", namespace, n)
+		}
+		for _, n := range res.Unchanged {
+			fmt.Fprintf(out, "bundle %s/%s unchanged\n", namespace, n)
+		}
+		for _, n := range res.Deleted {
+			fmt.Fprintf(out, "bundle %s/%s deleted\n", namespace, n)
+		}
+	}
+	return err
+}
