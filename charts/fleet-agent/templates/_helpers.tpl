@@ -11,3 +11,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
+
+{{/*
+The manager's CA as PEM. apiServerCA may be PEM or, as copied from a
+kubeconfig's certificate-authority-data, base64 of PEM.
+*/}}
+{{- define "fleet-agent.apiServerCA" -}}
+{{- $ca := .Values.apiServerCA | default "" | trim -}}
+{{- if and $ca (not (contains "-----BEGIN" $ca)) -}}{{- $ca = b64dec $ca -}}{{- end -}}
+{{- $ca -}}
+{{- end -}}
