@@ -275,7 +275,19 @@ func BundlesYAML(bundles []*fleet.Bundle) ([]byte, error) {
 		if i > 0 {
 			buf.WriteString("---\n")
 		}
-		out, err := yaml.Marshal(b)
+		// Print what is applied: the status is the manager's, not ours.
+		obj := b.DeepCopy()
+		obj.Status = fleet.BundleStatus{}
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		generic := map[string]interface{}{}
+		if err := yaml.Unmarshal(data, &generic); err != nil {
+			return nil, err
+		}
+		delete(generic, "status")
+		out, err := yaml.Marshal(generic)
 		if err != nil {
 			return nil, err
 		}
