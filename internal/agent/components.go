@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetgo/fleet/internal/agent/bundledeployment"
 )
 
 // Env is what an agent component gets once the agent is registered: an
@@ -42,4 +44,12 @@ type Component struct {
 
 // components lists the agent's parts in set-up order. Each concern adds one
 // entry and keeps its code in its own package.
-var components = []Component{}
+var components = []Component{
+	{Name: "bundledeployment", Setup: func(ctx context.Context, env Env) error {
+		return bundledeployment.Setup(ctx, bundledeployment.Options{
+			Upstream: env.Upstream, Downstream: env.Downstream,
+			ClusterNamespace: env.ClusterNamespace, AgentNamespace: env.AgentNamespace,
+			Workers: env.Workers,
+		})
+	}},
+}

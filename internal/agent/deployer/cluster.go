@@ -247,6 +247,7 @@ type ReleaseRef struct {
 	// BundleDeployment is the name of the BundleDeployment it came from.
 	BundleDeployment string
 	KeepResources    bool
+	DeleteNamespace  bool
 }
 
 // Releases lists this agent's releases with a single label-selected list of
@@ -270,6 +271,7 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 			Name: s.Labels["name"], Namespace: s.Namespace,
 			BundleDeployment: s.Labels[StorageBundleIDLabel],
 			KeepResources:    s.Labels[StorageKeepResourcesLabel] == "true",
+			DeleteNamespace:  s.Labels[StorageDeleteNSLabel] == "true",
 		})
 	}
 	return out, nil

@@ -37,6 +37,7 @@ const (
 	StorageBundleIDLabel      = "fleet.cattle.io/bundle-id"
 	StorageAgentNamespaceLbl  = "fleet.cattle.io/agent-namespace"
 	StorageKeepResourcesLabel = "fleet.cattle.io/keep-resources"
+	StorageDeleteNSLabel      = "fleet.cattle.io/delete-namespace"
 )
 
 // DefaultMaxHistory is Fleet's default number of kept release revisions.
@@ -184,6 +185,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 		StorageBundleIDLabel:      names.Limit(in.Name, 63),
 		StorageAgentNamespaceLbl:  d.agentNamespace,
 		StorageKeepResourcesLabel: fmt.Sprint(opts.KeepResources),
+		StorageDeleteNSLabel:      fmt.Sprint(opts.DeleteNamespace),
 	}
 	wait, timeout := kube.HookOnlyStrategy, 5*time.Minute
 	if helm.TimeoutSeconds > 0 {

@@ -1,0 +1,390 @@
+// Package bundledeployment is the agent's reconciler of BundleDeployments:
+// it watches the BundleDeployments of its cluster namespace upstream,
+// deploys them downstream with the deployer, keeps their status (readiness,
+// drift) current from a drift watch of the deployed objects, corrects drift
+// when asked, and removes releases whose BundleDeployment is gone.
+//
+// It talks to the upstream API server only when something changed: the
+// BundleDeployment watch, a GET of the Content and values Secret when a new
+// deploymentID must be applied, and a status patch when the status really
+// changed. Drift events and readiness changes are handled from downstream
+// informers without any upstream read.
+package bundledeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
+	"github.com/fleetgo/fleet/internal/agent/drift"
+)
+
+// Options configure the reconciler; agent.Env provides them.
+type Options struct {
+	Upstream         ctrl.Manager
+	Downstream       *rest.Config
+	ClusterNamespace string
+	AgentNamespace   string
+	Workers          int
+	// GCInterval is how often releases without BundleDeployment are
+	// removed. Default 15m.
+	GCInterval time.Duration
+	// Resync re-evaluates every BundleDeployment this often (jittered) as a
+	// safety net. Default 30m.
+	Resync time.Duration
+}
+
+const (
+	dependencyRequeue = 15 * time.Second
+	minBackoff        = 5 * time.Second
+	maxBackoff        = 10 * time.Minute
+	driftThrottle     = 5 * time.Second
+)
+
+// Reconciler deploys BundleDeployments.
+type Reconciler struct {
+	client    client.Client // cached, cluster namespace only
+	apiReader client.Reader // direct GETs of Content and Secrets
+	deployer  *deployer.Deployer
+	watcher   *drift.Watcher
+	events    chan event.GenericEvent
+	opts      Options
+
+	mu       sync.Mutex
+	applied  map[types.NamespacedName]*appliedState
+	failures map[types.NamespacedName]*failure
+}
+
+// appliedState is what the agent knows of a deployed BundleDeployment, so
+// that drift events need neither upstream reads nor release decoding.
+type appliedState struct {
+	deploymentID   string
+	release        *deployer.Release
+	options        fleet.BundleDeploymentOptions
+	lastCorrection time.Time
+}
+
+type failure struct {
+	deploymentID string
+	count        int
+	next         time.Time
+}
+
+// Setup adds the reconciler and the release garbage collector to the
+// upstream manager.
+func Setup(ctx context.Context, o Options) error {
+	if o.Workers <= 0 {
+		o.Workers = 50
+	}
+	if o.GCInterval <= 0 {
+		o.GCInterval = 15 * time.Minute
+	}
+	if o.Resync <= 0 {
+		o.Resync = 30 * time.Minute
+	}
+	dep, err := deployer.New(o.Downstream, o.AgentNamespace)
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{
+		client:    o.Upstream.GetClient(),
+		apiReader: o.Upstream.GetAPIReader(),
+		deployer:  dep,
+		events:    make(chan event.GenericEvent, 1024),
+		opts:      o,
+		applied:   map[types.NamespacedName]*appliedState{},
+		failures:  map[types.NamespacedName]*failure{},
+	}
+	r.watcher, err = drift.NewWatcher(ctx, o.Downstream, deployer.SetHashLabel, r.driftEvent)
+	if err != nil {
+		return err
+	}
+	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetNamespace() == o.ClusterNamespace
+	})
+	err = ctrl.NewControllerManagedBy(o.Upstream).
+		Named("bundledeployment").
+		For(&fleet.BundleDeployment{}, builder.WithPredicates(inNamespace, predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: o.Workers,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](
+				time.Second, 5*time.Minute),
+		}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	return o.Upstream.Add(&collector{r: r, interval: o.GCInterval})
+}
+
+// driftEvent queues a BundleDeployment whose objects changed downstream.
+func (r *Reconciler) driftEvent(key types.NamespacedName) {
+	bd := &fleet.BundleDeployment{}
+	bd.Namespace, bd.Name = key.Namespace, key.Name
+	select {
+	case r.events <- event.GenericEvent{Object: bd}:
+	default:
+		go func() { r.events <- event.GenericEvent{Object: bd} }()
+	}
+}
+
+// jitter spreads d by ±20% so that many agents never act in step.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// Reconcile deploys when needed, then evaluates and reports status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	bd := &fleet.BundleDeployment{}
+	if err := r.client.Get(ctx, req.NamespacedName, bd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	if bd.Spec.Paused {
+		return ctrl.Result{}, nil
+	}
+	orig := bd.DeepCopy()
+	result, err := r.reconcile(ctx, bd)
+	if statusChanged(&orig.Status, &bd.Status) {
+		if perr := r.client.Status().Patch(ctx, bd, client.MergeFrom(orig)); perr != nil {
+			log.V(1).Info("status patch failed", "error", perr.Error())
+			return ctrl.Result{}, errors.Join(err, perr)
+		}
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if result.RequeueAfter == 0 {
+		result.RequeueAfter = jitter(r.opts.Resync)
+	}
+	return result, nil
+}
+
+func (r *Reconciler) state(key types.NamespacedName) *appliedState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applied[key]
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(bd)
+	st := r.state(key)
+	if st == nil && bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && bd.Spec.DeploymentID != "" {
+		// Agent restarted: pick the deployed release up from storage
+		// instead of redeploying.
+		rel, err := r.deployer.Current(bd.Name, bd.Spec.Options)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if rel != nil {
+			st = r.remember(key, bd, rel)
+			if err := r.watcher.Watch(key, rel.Objects); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if st == nil || st.deploymentID != bd.Spec.DeploymentID {
+		res, done, err := r.deploy(ctx, bd)
+		if !done || err != nil {
+			return res, err
+		}
+		st = r.state(key)
+	} else if !equalDriftOptions(st.options, bd.Spec.Options) {
+		r.mu.Lock()
+		st.options = *bd.Spec.Options.DeepCopy()
+		r.mu.Unlock()
+	}
+	return r.monitor(ctx, bd, st)
+}
+
+func equalDriftOptions(a, b fleet.BundleDeploymentOptions) bool {
+	return fmt.Sprint(a.Diff, a.CorrectDrift, a.IgnoreOptions) == fmt.Sprint(b.Diff, b.CorrectDrift, b.IgnoreOptions)
+}
+
+func (r *Reconciler) remember(key types.NamespacedName, bd *fleet.BundleDeployment, rel *deployer.Release) *appliedState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &appliedState{deploymentID: bd.Spec.DeploymentID, release: rel, options: *bd.Spec.Options.DeepCopy()}
+	r.applied[key] = st
+	return st
+}
+
+// deploy applies the BundleDeployment's deploymentID. done is false when it
+// waits (dependency, backoff) or failed; the status says why.
+func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ctrl.Result, bool, error) {
+	key := client.ObjectKeyFromObject(bd)
+	if ok, msg := r.dependenciesReady(ctx, bd); !ok {
+		setWaiting(bd, ReasonWaitingDependency, msg)
+		return ctrl.Result{RequeueAfter: jitter(dependencyRequeue)}, false, nil
+	}
+	if wait := r.backoffRemaining(key, bd.Spec.DeploymentID); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, false, nil
+	}
+	opts, err := r.options(ctx, bd)
+	if err != nil {
+		setWaiting(bd, ReasonWaitingValues, err.Error())
+		return ctrl.Result{RequeueAfter: r.recordFailure(key, bd.Spec.DeploymentID)}, false, nil
+	}
+	m, err := r.manifest(ctx, bd.Spec.DeploymentID)
+	if err == nil {
+		err = r.copyDownstreamResources(ctx, bd, opts)
+	}
+	var rel *deployer.Release
+	if err == nil {
+		rel, err = r.deployer.Deploy(ctx, deployer.Input{
+			Name: bd.Name, DeploymentID: bd.Spec.DeploymentID, Commit: bd.Labels[fleet.CommitLabel],
+			Options: opts, Manifest: m,
+		})
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
+		setDeployError(bd, err)
+		return ctrl.Result{RequeueAfter: r.recordFailure(key, bd.Spec.DeploymentID)}, false, nil
+	}
+	r.mu.Lock()
+	delete(r.failures, key)
+	r.mu.Unlock()
+	r.remember(key, bd, rel)
+	setDeployed(bd, rel.String())
+	if err := r.watcher.Watch(key, rel.Objects); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// backoffRemaining is how long a failed deploymentID must still wait; any
+// event before then (a label change, a drift event) does not retry it.
+func (r *Reconciler) backoffRemaining(key types.NamespacedName, deploymentID string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.failures[key]
+	if f == nil || f.deploymentID != deploymentID {
+		return 0
+	}
+	return time.Until(f.next)
+}
+
+// recordFailure schedules the next attempt with jittered exponential
+// backoff (5s doubling up to 10m).
+func (r *Reconciler) recordFailure(key types.NamespacedName, deploymentID string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.failures[key]
+	if f == nil || f.deploymentID != deploymentID {
+		f = &failure{deploymentID: deploymentID}
+		r.failures[key] = f
+	}
+	d := minBackoff << min(f.count, 10)
+	if d > maxBackoff {
+		d = maxBackoff
+	}
+	f.count++
+	d = jitter(d)
+	f.next = time.Now().Add(d)
+	return d
+}
+
+// monitor evaluates the deployed objects and, when correctDrift is on and
+// something drifted, restores them.
+func (r *Reconciler) monitor(ctx context.Context, bd *fleet.BundleDeployment, st *appliedState) (ctrl.Result, error) {
+	r.mu.Lock()
+	rel, opts := st.release, st.options
+	r.mu.Unlock()
+	eval := func() (drift.Result, error) {
+		return drift.Evaluate(rel.Objects, func(d *unstructuredObj) (*unstructuredObj, error) {
+			return r.watcher.Live(ctx, d)
+		}, driftOptions(opts))
+	}
+	res, err := eval()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cd := bd.Spec.CorrectDrift
+	if cd == nil {
+		cd = opts.CorrectDrift
+	}
+	var requeue time.Duration
+	if !res.NonModified && cd != nil && cd.Enabled {
+		r.mu.Lock()
+		since := time.Since(st.lastCorrection)
+		if since >= driftThrottle {
+			st.lastCorrection = time.Now()
+		}
+		r.mu.Unlock()
+		if since < driftThrottle {
+			requeue = driftThrottle - since
+		} else if err := r.deployer.CorrectDrift(bd.Name, opts, *cd); err != nil {
+			ctrl.LoggerFrom(ctx).Info("drift correction failed", "error", err.Error())
+			requeue = jitter(30 * time.Second)
+		}
+		// The informers report the restored objects; that event
+		// re-evaluates, so the status shows Modified only until then.
+	}
+	setMonitored(bd, res)
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func driftOptions(o fleet.BundleDeploymentOptions) drift.Options {
+	out := drift.Options{}
+	if o.Diff != nil {
+		out.ComparePatches = o.Diff.ComparePatches
+	}
+	if o.IgnoreOptions != nil {
+		out.IgnoreConditions = o.IgnoreOptions.Conditions
+	}
+	return out
+}
+
+// cleanup uninstalls the releases of a BundleDeployment that is gone
+// (keeping the objects when it asked for keepResources).
+func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
+	r.watcher.Forget(key)
+	r.mu.Lock()
+	st := r.applied[key]
+	delete(r.applied, key)
+	delete(r.failures, key)
+	r.mu.Unlock()
+	refs, err := r.deployer.Releases(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ref := range refs {
+		if ref.BundleDeployment != key.Name {
+			continue
+		}
+		in := deployer.UninstallInput{
+			ReleaseName: ref.Name, Namespace: ref.Namespace,
+			KeepResources: ref.KeepResources, DeleteNamespace: ref.DeleteNamespace,
+		}
+		if st != nil {
+			in.ServiceAccount = st.options.ServiceAccount
+		}
+		errs = append(errs, r.deployer.Uninstall(ctx, in))
+	}
+	return errors.Join(errs...)
+}
