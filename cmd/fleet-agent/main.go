@@ -1,0 +1,85 @@
+// Command fleet-agent runs in each managed cluster: it registers the cluster
+// with the Fleet manager and deploys the cluster's BundleDeployments.
+//
+// In a cluster it uses the in-cluster config; with --kubeconfig it runs
+// outside the cluster against that cluster (same code path; for tests and
+// development).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/version"
+)
+
+func main() {
+	var opts agent.Options
+	fs := pflag.NewFlagSet("fleet-agent", pflag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster the agent manages (default: in-cluster config)")
+	fs.StringVar(&opts.Namespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "agent namespace (env NAMESPACE)")
+	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", 15*time.Minute), "how often the agent reports in (env CHECKIN_INTERVAL)")
+	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", 50), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	zopts := zap.Options{}
+	gfs := flag.NewFlagSet("zap", flag.ExitOnError)
+	zopts.BindFlags(gfs)
+	fs.AddGoFlagSet(gfs)
+	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println("fleet-agent", version.String())
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	log := ctrl.Log.WithName("fleet-agent")
+
+	var err error
+	if *kubeconfig != "" {
+		opts.Downstream, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		opts.Downstream, err = ctrl.GetConfig()
+	}
+	if err != nil {
+		log.Error(err, "loading the downstream cluster config")
+		os.Exit(1)
+	}
+	log.Info("starting", "version", version.String(), "namespace", opts.Namespace, "checkinInterval", opts.CheckinInterval.String())
+	// SIGTERM/SIGINT cancel the context; Run then stops its manager and
+	// returns.
+	if err := agent.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+		log.Error(err, "agent stopped")
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetgo/fleet/internal/agent/heartbeat"
+	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/scheme"
+)
+
+// Options configure the agent process.
+type Options struct {
+	// Downstream is an admin config for the cluster the agent deploys to
+	// (in-cluster config, or --kubeconfig when run outside).
+	Downstream *rest.Config
+	// Namespace is the agent namespace downstream (cattle-fleet-system).
+	Namespace string
+	// CheckinInterval is the heartbeat interval (default 15m).
+	CheckinInterval time.Duration
+	// FirstCheckinDelay is the wait before the first heartbeat (5s).
+	FirstCheckinDelay time.Duration
+	// Workers is the number of concurrent BundleDeployment reconciles.
+	Workers int
+	// RenewFraction is the share of a credential's lifetime after which it
+	// is renewed (default 0.6).
+	RenewFraction float64
+	// RetryMin and RetryMax bound the jittered exponential backoff of every
+	// retry of the agent loop (default 2s and 5m).
+	RetryMin, RetryMax time.Duration
+	// RegistrationPollInterval is the first wait between checks for a
+	// granted registration (default 2s).
+	RegistrationPollInterval time.Duration
+	// MetricsAddr of the upstream manager; "" or "0" disables.
+	MetricsAddr string
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = "cattle-fleet-system"
+	}
+	if o.CheckinInterval <= 0 {
+		o.CheckinInterval = 15 * time.Minute
+	}
+	if o.Workers <= 0 {
+		o.Workers = 50
+	}
+	if o.RenewFraction <= 0 || o.RenewFraction >= 1 {
+		o.RenewFraction = 0.6
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = 2 * time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 5 * time.Minute
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+}
+
+// errCredentialRefused stops a registered run so that the agent registers
+// again (when a new bootstrap Secret exists).
+var errCredentialRefused = errors.New("cluster credential refused by the manager")
+
+// Run is the agent: it registers (or reuses its stored credential), then
+// runs every component against the manager with a cache limited to the
+// cluster namespace, plus the heartbeat and credential renewal. When the
+// manager refuses the credential it goes back to registration. Every
+// failure is retried with jittered exponential backoff. Run returns when
+// ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	opts.defaults()
+	l := log.FromContext(ctx).WithName("fleet-agent")
+	ctx = log.IntoContext(ctx, l)
+	down, err := client.New(opts.Downstream, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return fmt.Errorf("downstream client: %w", err)
+	}
+	recorder, stopEvents, err := eventRecorder(opts)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	bootstrapRef := &corev1.Secret{}
+	bootstrapRef.Name, bootstrapRef.Namespace = register.BootstrapSecretName, opts.Namespace
+
+	wait := opts.RetryMin
+	for ctx.Err() == nil {
+		cred, err := register.Get(ctx, register.Options{Downstream: down, Namespace: opts.Namespace, PollInterval: opts.RegistrationPollInterval})
+		if err == nil {
+			wait = opts.RetryMin
+			err = runRegistered(ctx, opts, down, cred)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, errCredentialRefused) {
+				l.Info("the manager refused the cluster credential; registering again once a new fleet-agent-bootstrap secret exists")
+				recorder.Event(bootstrapRef, corev1.EventTypeWarning, "CredentialRefused", "the manager refused the cluster credential; apply a new registration token to register again")
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			l.Info("registration not complete, retrying", "error", err.Error(), "in", wait.String())
+			recorder.Event(bootstrapRef, corev1.EventTypeWarning, "RegistrationFailed", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(register.Jitter(wait)):
+		}
+		wait = min(wait*2, opts.RetryMax)
+	}
+	return nil
+}
+
+// runRegistered runs the upstream manager with cred until ctx ends or the
+// credential is refused.
+func runRegistered(ctx context.Context, opts Options, down client.Client, cred *register.Credential) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	refused := func(err error) { cancel(fmt.Errorf("%w: %v", errCredentialRefused, err)) }
+
+	mgr, err := ctrl.NewManager(cred.RESTConfig(), ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cred.DeploymentNamespace: {}}},
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		// Several agents may run in one process (tests); controller names
+		// need not be unique across managers.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:     log.FromContext(ctx),
+	})
+	if err != nil {
+		return fmt.Errorf("building upstream manager: %w", err)
+	}
+	env := Env{
+		Upstream:         mgr,
+		Downstream:       opts.Downstream,
+		ClusterNamespace: cred.DeploymentNamespace,
+		ClusterName:      cred.ClusterName,
+		Workspace:        cred.ClusterNamespace,
+		AgentNamespace:   opts.Namespace,
+		CheckinInterval:  opts.CheckinInterval,
+		Workers:          opts.Workers,
+	}
+	for _, c := range components {
+		if err := c.Setup(ctx, env); err != nil {
+			return fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	hb := heartbeat.New(heartbeat.Options{
+		Upstream: mgr.GetClient(), Downstream: down,
+		Workspace: cred.ClusterNamespace, ClusterName: cred.ClusterName, AgentNamespace: opts.Namespace,
+		Interval: opts.CheckinInterval, FirstDelay: opts.FirstCheckinDelay, OnRefused: refused,
+	})
+	if err := mgr.Add(hb); err != nil {
+		return err
+	}
+	if err := mgr.Add(&renewer{down: down, ns: opts.Namespace, cred: cred, fraction: opts.RenewFraction,
+		retryMin: opts.RetryMin, retryMax: opts.RetryMax, onRefused: refused}); err != nil {
+		return err
+	}
+	err = mgr.Start(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, errCredentialRefused) {
+		return cause
+	}
+	return err
+}
+
+// eventRecorder records the agent's problems as Events in its namespace
+// downstream, next to the bootstrap Secret, where `kubectl describe` shows
+// them. Messages never contain tokens.
+func eventRecorder(opts Options) (record.EventRecorder, func(), error) {
+	cs, err := kubernetes.NewForConfig(opts.Downstream)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(opts.Namespace)})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fleet-agent"}), b.Shutdown, nil
+}

@@ -1,0 +1,351 @@
+package register
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/scheme"
+)
+
+// ErrNoBootstrap means there is neither a usable stored credential nor a
+// bootstrap Secret: the agent waits for a new fleet-agent-bootstrap.
+var ErrNoBootstrap = errors.New("no usable credential and no fleet-agent-bootstrap secret; waiting for a new registration token")
+
+// ErrRefused means the manager refused a credential (401/403).
+var ErrRefused = errors.New("credential refused by the manager")
+
+// Options configure registration.
+type Options struct {
+	// Downstream is a client of the cluster the agent runs in.
+	Downstream client.Client
+	// Namespace is the agent namespace (downstream).
+	Namespace string
+	// PollInterval is the first wait between checks for the credential
+	// (default 2s); it grows to 10x with jitter.
+	PollInterval time.Duration
+	// Timeout bounds the wait for a registration to be granted (30m).
+	Timeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.PollInterval == 0 {
+		o.PollInterval = 2 * time.Second
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Minute
+	}
+}
+
+// Bootstrap is the content of Secret fleet-agent-bootstrap.
+type Bootstrap struct {
+	APIServerURL                string
+	APIServerCA                 []byte
+	Token                       string
+	TokenName                   string
+	ClusterNamespace            string
+	SystemRegistrationNamespace string
+}
+
+// ParseBootstrap validates the bootstrap Secret's data; the error names the
+// missing keys, never their values.
+func ParseBootstrap(data map[string][]byte) (*Bootstrap, error) {
+	b := &Bootstrap{
+		APIServerURL:                string(data["apiServerURL"]),
+		APIServerCA:                 data["apiServerCA"],
+		Token:                       string(data["token"]),
+		TokenName:                   string(data["tokenName"]),
+		ClusterNamespace:            string(data["clusterNamespace"]),
+		SystemRegistrationNamespace: string(data["systemRegistrationNamespace"]),
+	}
+	var missing []string
+	for k, v := range map[string]string{"apiServerURL": b.APIServerURL, "token": b.Token, "tokenName": b.TokenName, "clusterNamespace": b.ClusterNamespace} {
+		if v == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("secret %s is missing keys %v", BootstrapSecretName, sortStrings(missing))
+	}
+	if b.SystemRegistrationNamespace == "" {
+		b.SystemRegistrationNamespace = fleet.DefaultSystemRegistrationNamespace
+	}
+	return b, nil
+}
+
+// AgentConfig is the JSON of ConfigMap fleet-agent, key "config".
+type AgentConfig struct {
+	Labels                    map[string]string `json:"labels,omitempty"`
+	ClientID                  string            `json:"clientID,omitempty"`
+	AgentTLSMode              string            `json:"agentTLSMode,omitempty"`
+	GarbageCollectionInterval string            `json:"garbageCollectionInterval,omitempty"`
+}
+
+// LoadConfig reads ConfigMap fleet-agent; a missing ConfigMap is an empty
+// config.
+func LoadConfig(ctx context.Context, c client.Reader, ns string) (AgentConfig, error) {
+	cm := &corev1.ConfigMap{}
+	var cfg AgentConfig
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ConfigMapName}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return cfg, nil
+		}
+		return cfg, err
+	}
+	if s := cm.Data["config"]; s != "" {
+		if err := json.Unmarshal([]byte(s), &cfg); err != nil {
+			return cfg, fmt.Errorf("configmap %s: key config is not valid JSON: %w", ConfigMapName, err)
+		}
+	}
+	return cfg, nil
+}
+
+// Get returns the cluster's credential: the stored one when the manager
+// accepts it, else a new one from the bootstrap Secret (which is then
+// deleted). It does one attempt; the caller retries with backoff.
+func Get(ctx context.Context, opts Options) (*Credential, error) {
+	opts.defaults()
+	l := log.FromContext(ctx)
+	stored, err := loadStored(ctx, opts)
+	if err != nil {
+		l.Info("ignoring stored credential", "reason", err.Error())
+	}
+	if stored != nil {
+		err := Check(ctx, stored)
+		if err == nil {
+			return stored, nil
+		}
+		if !errors.Is(err, ErrRefused) {
+			return nil, fmt.Errorf("checking stored credential: %w", err)
+		}
+		l.Info("stored credential refused by the manager; looking for a new bootstrap secret")
+	}
+	secret := &corev1.Secret{}
+	if err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: BootstrapSecretName}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, ErrNoBootstrap
+		}
+		return nil, err
+	}
+	b, err := ParseBootstrap(secret.Data)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadConfig(ctx, opts.Downstream, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := Register(ctx, opts, b, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := Store(ctx, opts.Downstream, opts.Namespace, cred); err != nil {
+		return nil, err
+	}
+	// Forget the registration token: only the cluster's own credential stays.
+	if err := opts.Downstream.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deleting %s: %w", BootstrapSecretName, err)
+	}
+	l.Info("registered", "cluster", cred.ClusterName, "workspace", cred.ClusterNamespace, "clusterNamespace", cred.DeploymentNamespace)
+	return cred, nil
+}
+
+func loadStored(ctx context.Context, opts Options) (*Credential, error) {
+	s := &corev1.Secret{}
+	if err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: AgentSecretName}, s); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return credentialFromSecret(s.Data)
+}
+
+// Check lists (at most one) BundleDeployment in the cluster namespace with
+// the credential; 401/403 is ErrRefused.
+func Check(ctx context.Context, cred *Credential) error {
+	c, err := client.New(cred.RESTConfig(), client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return err
+	}
+	err = c.List(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(cred.DeploymentNamespace), client.Limit(1))
+	return classify(err)
+}
+
+func classify(err error) error {
+	if err != nil && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
+		return fmt.Errorf("%w: %s", ErrRefused, apierrors.ReasonForError(err))
+	}
+	return err
+}
+
+// Register creates a ClusterRegistration with the bootstrap token and waits
+// for the manager to hand over the cluster's credential.
+func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) (*Credential, error) {
+	opts.defaults()
+	l := log.FromContext(ctx)
+	clientID := cfg.ClientID
+	if clientID == "" {
+		ns := &corev1.Namespace{}
+		if err := opts.Downstream.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+			return nil, fmt.Errorf("reading kube-system namespace for the cluster identity: %w", err)
+		}
+		clientID = string(ns.UID)
+	}
+	importCfg := &rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: b.APIServerCA},
+		BearerToken: b.Token, Timeout: 30 * time.Second}
+	up, err := client.New(importCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building the manager client: %w", err)
+	}
+	labels := map[string]string{}
+	for k, v := range cfg.Labels {
+		labels[k] = v
+	}
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		labels[fleet.CreatedByAgentPodLabel] = pod
+	}
+	random := randomHex(32)
+	reg := &fleet.ClusterRegistration{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Namespace: b.ClusterNamespace,
+			Labels: map[string]string{fleet.RegistrationTokenLabel: b.TokenName}},
+		Spec: fleet.ClusterRegistrationSpec{ClientID: clientID, ClientRandom: random, ClusterLabels: labels},
+	}
+	if err := up.Create(ctx, reg); err != nil {
+		if apierrors.IsUnauthorized(err) {
+			return nil, fmt.Errorf("registration token %q refused by the manager (expired or deleted): %w", b.TokenName, ErrRefused)
+		}
+		return nil, fmt.Errorf("creating cluster registration in %s: %w", b.ClusterNamespace, err)
+	}
+	secretName := names.RegistrationSecretName(clientID, random)
+	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
+	wait := opts.PollInterval
+	deadline := time.Now().Add(opts.Timeout)
+	for {
+		s := &corev1.Secret{}
+		err := up.Get(ctx, client.ObjectKey{Namespace: b.SystemRegistrationNamespace, Name: secretName}, s)
+		switch {
+		case err == nil:
+			cred := newCredential(b.APIServerURL, b.APIServerCA, string(s.Data["token"]))
+			cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
+			cred.ClusterNamespace = string(s.Data["clusterNamespace"])
+			cred.ClusterName = string(s.Data["clusterName"])
+			if cred.Token() == "" || cred.DeploymentNamespace == "" {
+				return nil, errors.New("registration secret is incomplete")
+			}
+			return cred, waitUsable(ctx, cred, opts.PollInterval)
+		case apierrors.IsUnauthorized(err):
+			return nil, fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", b.TokenName, ErrRefused)
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+			// Not granted yet (the read grant comes with the secret).
+		default:
+			l.Info("waiting for registration", "error", err.Error())
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("registration %s was not granted within %s (see its status conditions on the manager)", reg.Name, opts.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(Jitter(wait)):
+		}
+		wait = min(wait*3/2, opts.PollInterval*10)
+	}
+}
+
+// waitUsable waits until the new credential is accepted (RBAC caches of the
+// API server catch up within seconds).
+func waitUsable(ctx context.Context, cred *Credential, interval time.Duration) error {
+	var err error
+	for range 10 {
+		if err = Check(ctx, cred); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(Jitter(interval)):
+		}
+	}
+	return fmt.Errorf("new credential not usable: %w", err)
+}
+
+// Store writes Secret fleet-agent.
+func Store(ctx context.Context, c client.Client, ns string, cred *Credential) error {
+	data, err := cred.secretData()
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: AgentSecretName, Namespace: ns}}
+	err = c.Get(ctx, client.ObjectKeyFromObject(s), s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.Data = data
+		return c.Create(ctx, s)
+	case err != nil:
+		return err
+	}
+	s.Data = data
+	return c.Update(ctx, s)
+}
+
+// Renew requests a new token for the credential's own ServiceAccount (the
+// only token it may create), with the lifetime of the current one, stores
+// it, and switches every client to it.
+func Renew(ctx context.Context, downstream client.Client, ns string, cred *Credential) (TokenInfo, error) {
+	info, err := ParseToken(cred.Token())
+	if err != nil {
+		return info, err
+	}
+	up, err := client.New(cred.RESTConfig(), client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return info, err
+	}
+	seconds := int64(info.Expires.Sub(info.IssuedAt) / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: info.ServiceAccount, Namespace: info.Namespace}}
+	if err := up.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return info, fmt.Errorf("renewing credential: %w", classify(err))
+	}
+	old := cred.Token()
+	cred.SetToken(tr.Status.Token)
+	if err := Store(ctx, downstream, ns, cred); err != nil {
+		cred.SetToken(old)
+		return info, fmt.Errorf("storing renewed credential: %w", err)
+	}
+	return ParseToken(tr.Status.Token)
+}
+
+// Jitter spreads d by up to +20%.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+
+func sortStrings(s []string) []string {
+	slices.Sort(s)
+	return s
+}
