@@ -4,4 +4,5 @@ package manager
 // adds one entry here and keeps its code in its own package.
 var components = []Component{
 	{Name: "registration", Setup: setupRegistration},
+	{Name: "targeting", Setup: setupTargeting},
 }

@@ -54,6 +54,9 @@ type Options struct {
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.
 	AgentImage string
+	// OfflineThreshold is how long after its last check-in a cluster is
+	// Offline (default 3 × AgentCheckinInterval).
+	OfflineThreshold time.Duration
 }
 
 // Defaults fills unset options.
@@ -66,6 +69,9 @@ func (o *Options) Defaults() {
 	}
 	if o.AgentCheckinInterval == 0 {
 		o.AgentCheckinInterval = 15 * time.Minute
+	}
+	if o.OfflineThreshold == 0 {
+		o.OfflineThreshold = 3 * o.AgentCheckinInterval
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = 30 * time.Second

@@ -1,0 +1,209 @@
+package bundle
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+// Keys of the per-BundleDeployment values Secret (contract 5).
+const (
+	ValuesKey       = "values"
+	StagedValuesKey = "stagedValues"
+)
+
+// DeploymentLabels are a BundleDeployment's labels, as in Fleet: the
+// bundle's labels without kubectl.kubernetes.io/* and Rancher-internal
+// *cattle.io* keys (but with every fleet.cattle.io/* one), then the
+// bundle, cluster and content references.
+func DeploymentLabels(b *fleet.Bundle, c *fleet.Cluster, manifestID string) map[string]string {
+	out := map[string]string{}
+	for k, v := range b.Labels {
+		if strings.HasPrefix(k, "kubectl.kubernetes.io/") || (strings.Contains(k, "cattle.io") && !strings.HasPrefix(k, fleet.LabelPrefix)) {
+			continue
+		}
+		out[k] = v
+	}
+	out[fleet.BundleLabel] = b.Name
+	out[fleet.BundleNamespaceLabel] = b.Namespace
+	out[fleet.ManagedLabel] = "true"
+	out[fleet.ClusterLabel] = c.Name
+	out[fleet.ClusterNamespaceLabel] = c.Namespace
+	if len(manifestID) <= 63 {
+		out[fleet.ContentNameLabel] = manifestID
+	}
+	return out
+}
+
+// stripValues removes Helm values from options; they go to the Secret.
+func stripValues(o *fleet.BundleDeploymentOptions) map[string]interface{} {
+	if o.Helm == nil || o.Helm.Values == nil {
+		return nil
+	}
+	v := o.Helm.Values.Data
+	o.Helm.Values = nil
+	return v
+}
+
+func valuesJSON(v map[string]interface{}) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// ValuesHash is the hex sha256 of the values JSON, empty without values.
+func ValuesHash(data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	d := sha256.Sum256(data)
+	return hex.EncodeToString(d[:])
+}
+
+// writeDeployment creates or updates one BundleDeployment (and first its
+// values Secret) when it differs from what the cache shows.
+func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manifestID string, p *target.Plan, cached *fleet.BundleDeployment) error {
+	bd := p.Deployment
+	bd.Labels = DeploymentLabels(b, p.Target.Cluster, manifestID)
+	bd.Spec.DependsOn = b.Spec.DependsOn
+	bd.Spec.CorrectDrift = bd.Spec.Options.CorrectDrift
+	bd.Spec.OCIContents = b.Spec.ContentsID != ""
+	bd.Spec.Paused = p.Target.Paused
+
+	stagedValues := stripValues(&bd.Spec.StagedOptions)
+	currentValues := stripValues(&bd.Spec.Options)
+	idsChanged := cached == nil || cached.Spec.DeploymentID != bd.Spec.DeploymentID || cached.Spec.StagedDeploymentID != bd.Spec.StagedDeploymentID
+	if idsChanged {
+		if bd.Spec.DeploymentID == bd.Spec.StagedDeploymentID {
+			// Promoted (or unchanged): current values are the staged ones.
+			currentValues = stagedValues
+		} else if cached != nil {
+			// Current version held back: keep its values as stored.
+			old, err := r.readValues(ctx, cached)
+			if err != nil {
+				return err
+			}
+			currentValues = old
+		}
+		hash, err := r.writeValues(ctx, b, bd, currentValues, stagedValues, cached)
+		if err != nil {
+			return err
+		}
+		bd.Spec.ValuesHash = hash
+	} else if cached != nil {
+		bd.Spec.ValuesHash = cached.Spec.ValuesHash
+	}
+
+	if cached == nil {
+		if err := r.Create(ctx, bd); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil // the cache is behind; the create event requeues
+			}
+			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
+		}
+		return nil
+	}
+	if maps.Equal(cached.Labels, bd.Labels) && equality.Semantic.DeepEqual(cached.Spec, bd.Spec) {
+		return nil
+	}
+	if err := r.Update(ctx, bd); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return fmt.Errorf("BundleDeployment %s/%s changed meanwhile: %w", bd.Namespace, bd.Name, err)
+		}
+		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
+	}
+	return nil
+}
+
+// readValues reads the current values of a deployment from its Secret
+// (uncached: Secrets are not watched by the manager).
+func (r *Reconciler) readValues(ctx context.Context, bd *fleet.BundleDeployment) (map[string]interface{}, error) {
+	if bd.Spec.ValuesHash == "" {
+		return nil, nil
+	}
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: bd.Namespace, Name: bd.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var v map[string]interface{}
+	if len(sec.Data[ValuesKey]) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(sec.Data[ValuesKey], &v); err != nil {
+		return nil, fmt.Errorf("values Secret %s/%s: %w", bd.Namespace, bd.Name, err)
+	}
+	return v, nil
+}
+
+// writeValues stores current and staged values in the Secret named like the
+// deployment and returns the hash of the current values. Without any values
+// the Secret is removed.
+func (r *Reconciler) writeValues(ctx context.Context, b *fleet.Bundle, bd *fleet.BundleDeployment, current, staged map[string]interface{}, cached *fleet.BundleDeployment) (string, error) {
+	cur, err := valuesJSON(current)
+	if err != nil {
+		return "", err
+	}
+	stg, err := valuesJSON(staged)
+	if err != nil {
+		return "", err
+	}
+	key := client.ObjectKey{Namespace: bd.Namespace, Name: bd.Name}
+	if cur == nil && stg == nil {
+		if cached != nil && cached.Spec.ValuesHash != "" {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+			if err := r.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+				return "", err
+			}
+		}
+		return "", nil
+	}
+	lbls := map[string]string{
+		fleet.BundleLabel:             b.Name,
+		fleet.BundleNamespaceLabel:    b.Namespace,
+		fleet.ManagedLabel:            "true",
+		fleet.BundleInternalSecretLbl: "true",
+	}
+	data := map[string][]byte{}
+	if cur != nil {
+		data[ValuesKey] = cur
+	}
+	if stg != nil {
+		data[StagedValuesKey] = stg
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lbls},
+		Type:       corev1.SecretType(fleet.SecretTypeBundleDeploymentOptions),
+		Data:       data,
+	}
+	err = r.Create(ctx, sec)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, key, existing); err != nil {
+			return "", err
+		}
+		existing.Labels = lbls
+		existing.Data = data
+		err = r.Update(ctx, existing)
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing values Secret %s/%s: %w", key.Namespace, key.Name, err)
+	}
+	return ValuesHash(cur), nil
+}

@@ -1,0 +1,350 @@
+package bundle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/manifest"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+// Finalizer keeps a Bundle until its BundleDeployments are deleted.
+const Finalizer = "fleet.cattle.io/bundle-finalizer"
+
+// resync is the long periodic re-check; events drive everything else.
+const resync = 30 * time.Minute
+
+// moreToCreate requeues soon when maxNew held back creations.
+const moreToCreate = 200 * time.Millisecond
+
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// Reconcile is fetch → deletion → finalizer → targets → contents →
+// deployments → status.
+func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
+	b := &fleet.Bundle{}
+	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone without our finalizer (or after it): nothing may stay.
+			_, err := r.deleteDeployments(ctx, rq.Namespace+"/"+rq.Name, nil)
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, err
+	}
+	if b.DeletionTimestamp != nil {
+		return r.finalize(ctx, b)
+	}
+	if !controllerutil.ContainsFinalizer(b, Finalizer) {
+		patch := client.MergeFrom(b.DeepCopy())
+		controllerutil.AddFinalizer(b, Finalizer)
+		if err := r.Patch(ctx, b, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	oldStatus := b.Status.DeepCopy()
+	res, err := r.reconcileTargets(ctx, b)
+	if perr := r.patchStatus(ctx, b, oldStatus); perr != nil && err == nil {
+		err = perr
+	}
+	if err != nil {
+		var be *target.BundleError
+		if errors.As(err, &be) {
+			// Bad input: the status says why; wait for the Bundle to change.
+			return ctrl.Result{RequeueAfter: jitter(resync)}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return res, nil
+}
+
+func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result, error) {
+	remaining, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, nil)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining > 0 {
+		// The cache has not seen the deletions yet; the delete events
+		// requeue us.
+		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
+	}
+	if controllerutil.ContainsFinalizer(b, Finalizer) {
+		patch := client.MergeFrom(b.DeepCopy())
+		controllerutil.RemoveFinalizer(b, Finalizer)
+		if err := r.Patch(ctx, b, patch); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// deleteDeployments deletes the bundle's deployments (and their values
+// Secrets) except those in keep, returning how many the cache still shows.
+func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, keep map[string]bool) (int, error) {
+	bds := &fleet.BundleDeploymentList{}
+	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: bundleKey}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range bds.Items {
+		bd := &bds.Items[i]
+		if keep[bd.Namespace] {
+			continue
+		}
+		n++
+		if bd.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.deleteDeployment(ctx, bd); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (r *Reconciler) deleteDeployment(ctx context.Context, bd *fleet.BundleDeployment) error {
+	if err := r.Delete(ctx, bd, client.Preconditions{UID: &bd.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: bd.Namespace, Name: bd.Name}}
+	if err := r.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting values Secret %s/%s: %w", bd.Namespace, bd.Name, err)
+	}
+	return nil
+}
+
+// reconcileTargets does the work and records its outcome in b.Status.
+func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctrl.Result, error) {
+	m, err := manifest.New(b.Spec.Resources)
+	if err != nil {
+		err = &target.BundleError{Err: fmt.Errorf("reading resources: %w", err)}
+		setError(b, err)
+		return ctrl.Result{}, err
+	}
+	sum, err := m.SHA256()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	manifestID := manifest.IDFromSHA(sum)
+	if b.Spec.ContentsID != "" {
+		manifestID = b.Spec.ContentsID
+	}
+	in, err := r.targetInput(ctx, b, manifestID)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	targets, err := target.Compute(in)
+	if err != nil {
+		setError(b, err)
+		return ctrl.Result{}, err
+	}
+	if len(targets) > 0 && b.Spec.ContentsID == "" {
+		if err := r.ensureContent(ctx, m, manifestID, sum); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	existing, err := r.existingDeployments(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plans := make([]*target.Plan, 0, len(targets))
+	keep := map[string]bool{}
+	var failed []*target.Target
+	for _, t := range targets {
+		keep[t.Cluster.Status.Namespace] = true
+		if t.Err != nil {
+			failed = append(failed, t)
+			continue
+		}
+		p := &target.Plan{Target: t}
+		if bd := existing[t.Cluster.Status.Namespace]; bd != nil {
+			p.Deployment = bd.DeepCopy()
+		}
+		plans = append(plans, p)
+	}
+	rollout, err := target.Rollout(b, plans, func(t *target.Target) *fleet.BundleDeployment {
+		return &fleet.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: t.Cluster.Status.Namespace}}
+	})
+	if err != nil {
+		err = &target.BundleError{Err: err}
+		setError(b, err)
+		return ctrl.Result{}, err
+	}
+	var errs []error
+	for _, p := range plans {
+		if p.Deployment == nil {
+			continue
+		}
+		if err := r.writeDeployment(ctx, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, keep); err != nil {
+		errs = append(errs, err)
+	}
+	setStatus(b, statusInput{Plans: plans, Failed: failed, Rollout: rollout, SHA256: sum})
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	if rollout.NewlyCreated >= rollout.MaxNew && pendingCreations(plans) {
+		return ctrl.Result{RequeueAfter: moreToCreate}, nil
+	}
+	return ctrl.Result{RequeueAfter: jitter(resync)}, nil
+}
+
+func pendingCreations(plans []*target.Plan) bool {
+	for _, p := range plans {
+		if p.Deployment == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// targetInput gathers, from the cache, every cluster the bundle can see and
+// the restrictions of its namespace.
+func (r *Reconciler) targetInput(ctx context.Context, b *fleet.Bundle, manifestID string) (target.Input, error) {
+	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline}
+	namespaces, err := r.bundleNamespaces(ctx, b)
+	if err != nil {
+		return in, err
+	}
+	for _, ns := range namespaces {
+		clusters := &fleet.ClusterList{}
+		if err := r.List(ctx, clusters, client.InNamespace(ns)); err != nil {
+			return in, err
+		}
+		if len(clusters.Items) == 0 {
+			continue
+		}
+		groups := &fleet.ClusterGroupList{}
+		if err := r.List(ctx, groups, client.InNamespace(ns)); err != nil {
+			return in, err
+		}
+		gs := make([]*fleet.ClusterGroup, len(groups.Items))
+		for i := range groups.Items {
+			gs[i] = &groups.Items[i]
+		}
+		for i := range clusters.Items {
+			c := &clusters.Items[i]
+			in.Clusters = append(in.Clusters, target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, gs)})
+		}
+	}
+	restrictions := &fleet.GitRepoRestrictionList{}
+	if err := r.List(ctx, restrictions, client.InNamespace(b.Namespace)); err != nil {
+		return in, err
+	}
+	for i := range restrictions.Items {
+		in.Restrictions = append(in.Restrictions, &restrictions.Items[i])
+	}
+	if repo := b.Labels[fleet.RepoLabel]; repo != "" && len(in.Restrictions) > 0 {
+		gr := &fleet.GitRepo{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: repo}, gr); err == nil {
+			in.RepoURL = gr.Spec.Repo
+		}
+	}
+	return in, nil
+}
+
+// bundleNamespaces is the bundle's namespace plus those selected by the
+// BundleNamespaceMappings of its namespace that select the bundle.
+func (r *Reconciler) bundleNamespaces(ctx context.Context, b *fleet.Bundle) ([]string, error) {
+	out := []string{b.Namespace}
+	mappings := &fleet.BundleNamespaceMappingList{}
+	if err := r.List(ctx, mappings, client.InNamespace(b.Namespace)); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{b.Namespace: true}
+	for _, m := range mappings.Items {
+		if m.BundleSelector == nil || m.NamespaceSelector == nil {
+			continue
+		}
+		bsel, err := metav1.LabelSelectorAsSelector(m.BundleSelector)
+		if err != nil || !bsel.Matches(labels.Set(b.Labels)) {
+			continue
+		}
+		nsel, err := metav1.LabelSelectorAsSelector(m.NamespaceSelector)
+		if err != nil {
+			continue
+		}
+		nsList := &corev1.NamespaceList{}
+		if err := r.List(ctx, nsList, client.MatchingLabelsSelector{Selector: nsel}); err != nil {
+			return nil, err
+		}
+		for _, ns := range nsList.Items {
+			if !seen[ns.Name] {
+				seen[ns.Name] = true
+				out = append(out, ns.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// existingDeployments maps cluster namespace → the bundle's deployment there.
+func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (map[string]*fleet.BundleDeployment, error) {
+	bds := &fleet.BundleDeploymentList{}
+	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: b.Namespace + "/" + b.Name}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*fleet.BundleDeployment, len(bds.Items))
+	for i := range bds.Items {
+		if bds.Items[i].DeletionTimestamp == nil {
+			out[bds.Items[i].Namespace] = &bds.Items[i]
+		}
+	}
+	return out, nil
+}
+
+// ensureContent creates the Content named manifestID unless the cache
+// (metadata only: payloads are not cached) already has it.
+func (r *Reconciler) ensureContent(ctx context.Context, m *manifest.Manifest, id, sum string) error {
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
+	err := r.Get(ctx, types.NamespacedName{Name: id}, meta)
+	if err == nil && meta.DeletionTimestamp == nil {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	data, err := m.Compressed()
+	if err != nil {
+		return err
+	}
+	c := &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: id}, Content: data, SHA256Sum: sum}
+	if err := r.Create(ctx, c); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Content %s: %w", id, err)
+	}
+	log.FromContext(ctx).V(1).Info("created content", "content", id)
+	return nil
+}
+
+// patchStatus writes the status only when it changed.
+func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *fleet.BundleStatus) error {
+	if equality.Semantic.DeepEqual(*old, b.Status) {
+		return nil
+	}
+	base := b.DeepCopy()
+	base.Status = *old
+	if err := r.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching Bundle status: %w", err)
+	}
+	return nil
+}

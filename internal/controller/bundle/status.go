@@ -1,0 +1,121 @@
+package bundle
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/summary"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+// Condition reasons on Bundles.
+const (
+	ReasonReady        = "Ready"
+	ReasonNotReady     = "NotReady"
+	ReasonInvalid      = "InvalidBundle"
+	ReasonTargetErrors = "TargetErrors"
+)
+
+// maxErrorsShown caps the per-cluster errors listed in the Ready message.
+const maxErrorsShown = 5
+
+// statusInput is what one reconcile learnt.
+type statusInput struct {
+	Plans   []*target.Plan
+	Failed  []*target.Target
+	Rollout *target.Result
+	SHA256  string
+}
+
+// PlanState is the state shown for one target: Pending before its
+// deployment exists, Offline while its cluster is offline.
+func PlanState(p *target.Plan) fleet.BundleState {
+	switch {
+	case p.Deployment == nil:
+		return fleet.Pending
+	case p.Target.Offline:
+		return fleet.Offline
+	}
+	return summary.DeploymentState(p.Deployment)
+}
+
+func incrementPlan(s *fleet.BundleSummary, p *target.Plan) {
+	state := PlanState(p)
+	bd := p.Deployment
+	if bd != nil && bd.CreationTimestamp.IsZero() {
+		bd = nil // just created: no agent status yet
+	}
+	summary.Increment(s, p.Target.Key(), state, bd)
+}
+
+// setStatus computes the Bundle status from the reconcile's outcome. It is
+// pure, so the caller can compare it with the stored one.
+func setStatus(b *fleet.Bundle, in statusInput) {
+	st := &b.Status
+	var s fleet.BundleSummary
+	for _, p := range in.Plans {
+		incrementPlan(&s, p)
+	}
+	var errs []string
+	for _, t := range in.Failed {
+		n := len(s.NonReadyResources)
+		summary.Increment(&s, t.Key(), fleet.ErrApplied, nil)
+		if len(s.NonReadyResources) > n {
+			s.NonReadyResources[n].Message = t.Err.Error()
+		}
+		if len(errs) < maxErrorsShown {
+			errs = append(errs, fmt.Sprintf("cluster %s: %v", t.Key(), t.Err))
+		}
+	}
+	st.Summary = s
+	st.ResourcesSHA256Sum = in.SHA256
+	st.MaxNew = in.Rollout.MaxNew
+	st.NewlyCreated = in.Rollout.NewlyCreated
+	st.MaxUnavailable = in.Rollout.MaxUnavailable
+	st.MaxUnavailablePartitions = in.Rollout.MaxUnavailablePartitions
+	st.Unavailable = in.Rollout.Unavailable
+	st.UnavailablePartitions = in.Rollout.UnavailablePartitions
+	st.PartitionStatus = nil
+	for _, part := range in.Rollout.Partitions {
+		ps := fleet.PartitionStatus{Name: part.Name, Count: len(part.Plans), MaxUnavailable: part.MaxUnavailable, Unavailable: part.Unavailable}
+		for _, p := range part.Plans {
+			incrementPlan(&ps.Summary, p)
+		}
+		st.PartitionStatus = append(st.PartitionStatus, ps)
+	}
+	st.Display.ReadyClusters = summary.ReadyCount(s)
+	st.Display.State = string(summary.WorstState(s))
+	cond := metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, ObservedGeneration: b.Generation}
+	msg := summary.ReadyMessage(s, "Cluster")
+	if len(errs) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonTargetErrors
+		more := ""
+		if len(in.Failed) > len(errs) {
+			more = fmt.Sprintf(" (and %d more)", len(in.Failed)-len(errs))
+		}
+		cond.Message = strings.Join(errs, "; ") + more
+		if msg != "" {
+			cond.Message += "; " + msg
+		}
+	} else if !summary.IsReady(s) {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotReady, msg
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	meta.RemoveStatusCondition(&st.Conditions, fleet.ConditionStalled)
+	st.ObservedGeneration = b.Generation
+}
+
+// setError records bad input that stops the whole bundle.
+func setError(b *fleet.Bundle, err error) {
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonInvalid, Message: err.Error(), ObservedGeneration: b.Generation,
+	})
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonInvalid, Message: err.Error(), ObservedGeneration: b.Generation,
+	})
+	b.Status.Display.State = "Error"
+}

@@ -1,0 +1,185 @@
+package clusterstatus
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/summary"
+)
+
+// States shown on Clusters besides the BundleStates.
+const (
+	StateWaitCheckIn = "WaitCheckIn"
+	StateOffline     = "Offline"
+)
+
+// Condition reasons.
+const (
+	ReasonReady       = "Ready"
+	ReasonNotReady    = "NotReady"
+	ReasonOffline     = "AgentOffline"
+	ReasonWaitCheckIn = "WaitCheckIn"
+	ReasonOnline      = "AgentOnline"
+)
+
+// maxNonReadyClusters caps the names listed on a ClusterGroup.
+const maxNonReadyClusters = 10
+
+// Liveness says whether a cluster's agent is checking in.
+type Liveness struct {
+	// Offline is true when the agent never checked in or not within the
+	// threshold; such clusters do not count against rollouts.
+	Offline bool
+	// NeverSeen distinguishes WaitCheckIn from Offline.
+	NeverSeen bool
+	// NextCheck is when the cluster goes offline if it does not check in
+	// again (zero when already offline).
+	NextCheck time.Duration
+}
+
+// LivenessOf derives liveness from status.agent.lastSeen.
+func LivenessOf(c *fleet.Cluster, now time.Time, threshold time.Duration) Liveness {
+	last := c.Status.Agent.LastSeen
+	if last.IsZero() {
+		return Liveness{Offline: true, NeverSeen: true}
+	}
+	deadline := last.Add(threshold)
+	if !now.Before(deadline) {
+		return Liveness{Offline: true}
+	}
+	return Liveness{NextCheck: deadline.Sub(now)}
+}
+
+// OwnedStatus is the part of ClusterStatus the targeting area owns
+// (contract 2).
+type OwnedStatus struct {
+	Summary              fleet.BundleSummary
+	ResourceCounts       fleet.ResourceCounts
+	ReadyBundles         string
+	State                string
+	ReadyGitRepos        int
+	DesiredReadyGitRepos int
+	Ready                metav1.Condition
+	Offline              metav1.Condition
+}
+
+// ComputeClusterStatus summarises a cluster's BundleDeployments. Pure.
+func ComputeClusterStatus(c *fleet.Cluster, bds []fleet.BundleDeployment, live Liveness) OwnedStatus {
+	var out OwnedStatus
+	type repo struct{ ready, total int }
+	repos := map[string]*repo{}
+	sort.Slice(bds, func(i, j int) bool { return bds[i].Name < bds[j].Name })
+	for i := range bds {
+		bd := &bds[i]
+		state := summary.DeploymentState(bd)
+		if live.Offline {
+			state = fleet.Offline
+		}
+		name := bd.Labels[fleet.BundleNamespaceLabel] + "/" + bd.Labels[fleet.BundleLabel]
+		summary.Increment(&out.Summary, name, state, bd)
+		out.ResourceCounts.Add(bd.Status.ResourceCounts)
+		if rn := bd.Labels[fleet.RepoLabel]; rn != "" {
+			k := bd.Labels[fleet.BundleNamespaceLabel] + "/" + rn
+			if repos[k] == nil {
+				repos[k] = &repo{}
+			}
+			repos[k].total++
+			if state == fleet.Ready {
+				repos[k].ready++
+			}
+		}
+	}
+	for _, r := range repos {
+		out.DesiredReadyGitRepos++
+		if r.ready == r.total {
+			out.ReadyGitRepos++
+		}
+	}
+	out.ReadyBundles = summary.ReadyCount(out.Summary)
+	out.State = string(summary.WorstState(out.Summary))
+	out.Offline = metav1.Condition{Type: fleet.ConditionOffline, Status: metav1.ConditionFalse, Reason: ReasonOnline, ObservedGeneration: c.Generation}
+	switch {
+	case live.NeverSeen:
+		out.State = StateWaitCheckIn
+		out.Offline.Status, out.Offline.Reason, out.Offline.Message = metav1.ConditionTrue, ReasonWaitCheckIn, "the agent has not checked in yet"
+	case live.Offline:
+		out.State = StateOffline
+		out.Offline.Status, out.Offline.Reason = metav1.ConditionTrue, ReasonOffline
+		out.Offline.Message = fmt.Sprintf("the agent has not checked in since %s", c.Status.Agent.LastSeen.UTC().Format(time.RFC3339))
+	}
+	out.Ready = metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, ObservedGeneration: c.Generation}
+	if live.Offline {
+		out.Ready.Status, out.Ready.Reason, out.Ready.Message = metav1.ConditionFalse, out.Offline.Reason, out.Offline.Message
+	} else if !summary.IsReady(out.Summary) {
+		out.Ready.Status, out.Ready.Reason, out.Ready.Message = metav1.ConditionFalse, ReasonNotReady, summary.ReadyMessage(out.Summary, "Bundle")
+	}
+	return out
+}
+
+// Apply writes the owned fields into a ClusterStatus.
+func (o OwnedStatus) Apply(st *fleet.ClusterStatus) {
+	st.Summary = o.Summary
+	st.ResourceCounts = o.ResourceCounts
+	st.Display.ReadyBundles = o.ReadyBundles
+	st.Display.State = o.State
+	st.ReadyGitRepos = o.ReadyGitRepos
+	st.DesiredReadyGitRepos = o.DesiredReadyGitRepos
+	meta.SetStatusCondition(&st.Conditions, o.Ready)
+	meta.SetStatusCondition(&st.Conditions, o.Offline)
+}
+
+// ComputeGroupStatus summarises the clusters a group selects. Pure.
+func ComputeGroupStatus(g *fleet.ClusterGroup, clusters []fleet.Cluster) fleet.ClusterGroupStatus {
+	st := fleet.ClusterGroupStatus{Conditions: g.Status.Conditions}
+	var sel labels.Selector
+	if g.Spec.Selector != nil {
+		s, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
+		if err == nil {
+			sel = s
+		}
+	}
+	readyClusters := 0
+	var nonReady []string
+	if sel != nil {
+		for i := range clusters {
+			c := &clusters[i]
+			if c.Namespace != g.Namespace || !sel.Matches(labels.Set(c.Labels)) {
+				continue
+			}
+			st.ClusterCount++
+			summary.Add(&st.Summary, c.Status.Summary)
+			st.ResourceCounts.Add(c.Status.ResourceCounts)
+			if meta.IsStatusConditionTrue(c.Status.Conditions, fleet.ConditionReady) {
+				readyClusters++
+			} else {
+				nonReady = append(nonReady, c.Name)
+			}
+		}
+	}
+	sort.Strings(nonReady)
+	st.NonReadyClusterCount = len(nonReady)
+	if len(nonReady) > maxNonReadyClusters {
+		nonReady = nonReady[:maxNonReadyClusters]
+	}
+	st.NonReadyClusters = nonReady
+	st.Display.ReadyClusters = fmt.Sprintf("%d/%d", readyClusters, st.ClusterCount)
+	st.Display.ReadyBundles = summary.ReadyCount(st.Summary)
+	st.Display.State = string(summary.WorstState(st.Summary))
+	cond := metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, ObservedGeneration: g.Generation}
+	if st.NonReadyClusterCount > 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotReady
+		cond.Message = fmt.Sprintf("%d of %d clusters not ready: %v", st.NonReadyClusterCount, st.ClusterCount, st.NonReadyClusters)
+		if m := summary.ReadyMessage(st.Summary, "Bundle"); m != "" {
+			cond.Message += "; " + m
+		}
+	}
+	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
+	meta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}

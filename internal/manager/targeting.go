@@ -1,0 +1,24 @@
+package manager
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
+	"github.com/fleetgo/fleet/internal/controller/content"
+)
+
+// setupTargeting adds the targeting controllers: Bundle → BundleDeployments
+// and rollout, Content reference counting and per-cluster Content RBAC,
+// Cluster and ClusterGroup status.
+func setupTargeting(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: opts.Workers, ShardID: opts.ShardID}); err != nil {
+		return err
+	}
+	if err := content.Setup(ctx, mgr, content.Options{}); err != nil {
+		return err
+	}
+	return clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: opts.OfflineThreshold, Workers: opts.Workers})
+}
