@@ -1,0 +1,183 @@
+package bundle_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
+	"github.com/fleetgo/fleet/internal/controller/content"
+	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+// env is the manager cluster every test of this package shares; the real
+// targeting controllers run against it in-process.
+var env *testenv.Cluster
+
+const offlineThreshold = 10 * time.Minute
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = testenv.Start(testenv.Options{Name: "targeting"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: 300 * time.Millisecond}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: 300 * time.Millisecond}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: offlineThreshold, Coalesce: 300 * time.Millisecond}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	code := m.Run()
+	cancel()
+	wg.Wait()
+	return code
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %s: %v", timeout, err)
+}
+
+// consistently checks that f keeps returning nil for d.
+func consistently(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := f(); err != nil {
+			t.Fatalf("condition broken: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createNamespace(t testing.TB, ctx context.Context, name string, lbls map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// newCluster creates a Cluster with its namespace and status, as the
+// registration area would, checked in lastSeen ago (or never if negative).
+func newCluster(t testing.TB, ctx context.Context, ws, name string, lbls map[string]string, lastSeen time.Duration) *fleet.Cluster {
+	t.Helper()
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: name, Labels: lbls}}
+	must(t, env.Client.Create(ctx, c))
+	cns := names.ClusterNamespace(ws, name)
+	createNamespace(t, ctx, cns, nil)
+	c.Status.Namespace = cns
+	if lastSeen >= 0 {
+		c.Status.Agent.LastSeen = metav1.NewTime(time.Now().Add(-lastSeen))
+	}
+	must(t, env.Client.Status().Update(ctx, c))
+	return c
+}
+
+// bundleDeployments lists a bundle's deployments, keyed by cluster name.
+func bundleDeployments(ctx context.Context, ns, name string) (map[string]*fleet.BundleDeployment, error) {
+	list := &fleet.BundleDeploymentList{}
+	if err := env.Client.List(ctx, list, client.MatchingLabels{fleet.BundleLabel: name, fleet.BundleNamespaceLabel: ns}); err != nil {
+		return nil, err
+	}
+	out := map[string]*fleet.BundleDeployment{}
+	for i := range list.Items {
+		out[list.Items[i].Labels[fleet.ClusterLabel]] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// playAgents makes every deployment of the bundle report its current
+// version as applied; ready unless the cluster is in notReady, untouched if
+// in skip.
+func playAgents(ctx context.Context, ns, name string, notReady, skip map[string]bool) error {
+	bds, err := bundleDeployments(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	for cl, bd := range bds {
+		if skip[cl] {
+			continue
+		}
+		want := fleet.BundleDeploymentStatus{AppliedDeploymentID: bd.Spec.DeploymentID, Ready: !notReady[cl], NonModified: true, Conditions: bd.Status.Conditions}
+		if bd.Status.AppliedDeploymentID == want.AppliedDeploymentID && bd.Status.Ready == want.Ready && bd.Status.NonModified {
+			continue
+		}
+		bd.Status.AppliedDeploymentID, bd.Status.Ready, bd.Status.NonModified = want.AppliedDeploymentID, want.Ready, true
+		if err := env.Client.Status().Update(ctx, bd); err != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func resources(content string) []fleet.BundleResource {
+	return []fleet.BundleResource{{Name: "cm.yaml", Content: content}}
+}
