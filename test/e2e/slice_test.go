@@ -1,0 +1,182 @@
+// Package e2e runs the whole system on real parts: a manager cluster and a
+// separate downstream cluster (each a real kube-apiserver + etcd), the manager
+// controllers, an agent that registers with a token, and the `fleet` CLI.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/cli"
+	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+var upstream, downstream *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	var err error
+	if upstream, err = testenv.Start(testenv.Options{Name: "e2e-upstream"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if downstream, err = testenv.Start(testenv.Options{Name: "e2e-downstream", WithoutCRDs: true}); err != nil {
+		_ = upstream.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = downstream.Stop()
+	_ = upstream.Stop()
+	os.Exit(code)
+}
+
+// runFleet runs the fleet CLI in-process against the manager cluster.
+func runFleet(args ...string) (string, error) {
+	root := cli.NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"--kubeconfig", upstream.Kubeconfig}, args...))
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestVerticalSlice: token → agent registers → fleet apply → the agent
+// deploys to the separate downstream cluster → status flows back up.
+func TestVerticalSlice(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up, down := upstream.Client, downstream.Client
+	const ws = "fleet-default"
+
+	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
+		AgentCheckinInterval: 5 * time.Second,
+		BootstrapNamespace:   "fleet-local",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = mgr.Start(ctx) }()
+
+	// 1. An admin creates a registration token in a workspace.
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
+	g.Expect(up.Create(ctx, &fleet.ClusterRegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-token", Namespace: ws},
+		Spec:       fleet.ClusterRegistrationTokenSpec{TTL: &metav1.Duration{Duration: time.Hour}},
+	})).To(Succeed())
+	values := map[string]interface{}{}
+	g.Eventually(func(g Gomega) {
+		s := &corev1.Secret{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: ws, Name: "e2e-token"}, s)).To(Succeed())
+		g.Expect(yaml.Unmarshal(s.Data["values"], &values)).To(Succeed())
+		g.Expect(values).To(HaveKey("token"))
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+
+	// 2. The token's values are installed downstream the way the fleet-agent
+	// chart does it (the chart itself is tested in internal/install), with
+	// labels given at registration time.
+	str := func(k string) string { s, _ := values[k].(string); return s }
+	g.Expect(down.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultSystemNamespace}})).To(Succeed())
+	g.Expect(down.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-bootstrap", Namespace: fleet.DefaultSystemNamespace},
+		StringData: map[string]string{
+			"apiServerURL": str("apiServerURL"), "apiServerCA": str("apiServerCA"), "token": str("token"),
+			"tokenName": str("tokenName"), "clusterNamespace": str("clusterNamespace"),
+			"systemRegistrationNamespace": str("systemRegistrationNamespace"),
+		},
+	})).To(Succeed())
+	g.Expect(down.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: fleet.DefaultSystemNamespace},
+		Data:       map[string]string{"config": `{"labels":{"env":"dev"}}`},
+	})).To(Succeed())
+
+	// 3. The agent registers: a Cluster with the labels appears, with its
+	// own namespace, and the agent forgets the token.
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
+	}()
+	var cluster fleet.Cluster
+	g.Eventually(func(g Gomega) {
+		list := &fleet.ClusterList{}
+		g.Expect(up.List(ctx, list, client.InNamespace(ws), client.MatchingLabels{"env": "dev"})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		cluster = list.Items[0]
+		g.Expect(cluster.Status.Namespace).NotTo(BeEmpty())
+		g.Expect(cluster.Status.Agent.LastSeen.IsZero()).To(BeFalse(), "agent heartbeat")
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+	g.Eventually(func() bool {
+		err := down.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: "fleet-agent-bootstrap"}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
+	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "bootstrap secret is deleted after registration")
+
+	// 4. A user applies a bundle with the CLI, targeted at env=dev.
+	dir := t.TempDir()
+	write := func(name, content string) {
+		g.Expect(os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)).To(Succeed())
+		g.Expect(os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)).To(Succeed())
+	}
+	write("app/fleet.yaml", "defaultNamespace: e2e-app\n")
+	write("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  message: hello\n")
+	write("targets.yaml", "targets:\n- clusterSelector:\n    matchLabels:\n      env: dev\n")
+	out, err := runFleet("-n", ws, "apply", "--targets-file", filepath.Join(dir, "targets.yaml"), "e2e", filepath.Join(dir, "app"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+
+	// 5. The agent deploys it to the downstream cluster...
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(down.Get(ctx, client.ObjectKey{Namespace: "e2e-app", Name: "greeting"}, cm)).To(Succeed())
+		g.Expect(cm.Data["message"]).To(Equal("hello"))
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+	// ...and nothing was written into the manager cluster's namespace of
+	// that name: the manager does not deploy, the agent does, downstream.
+	g.Expect(apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Namespace: "e2e-app", Name: "greeting"}, &corev1.ConfigMap{}))).To(BeTrue())
+
+	// 6. Status flows back: BundleDeployment, Bundle and Cluster are Ready.
+	bundles := &fleet.BundleList{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(up.List(ctx, bundles, client.InNamespace(ws))).To(Succeed())
+		g.Expect(bundles.Items).To(HaveLen(1))
+		b := bundles.Items[0]
+		g.Expect(b.Status.Display.ReadyClusters).To(Equal("1/1"))
+		bd := &fleet.BundleDeployment{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: cluster.Status.Namespace, Name: b.Name}, bd)).To(Succeed())
+		g.Expect(bd.Status.Ready).To(BeTrue())
+		g.Expect(bd.Status.AppliedDeploymentID).To(Equal(bd.Spec.DeploymentID))
+		c := &fleet.Cluster{}
+		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(&cluster), c)).To(Succeed())
+		g.Expect(c.Status.Display.ReadyBundles).To(Equal("1/1"))
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+
+	// 7. A change is rolled out: the downstream object follows.
+	write("app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  message: hello again\n")
+	out, err = runFleet("-n", ws, "apply", "--targets-file", filepath.Join(dir, "targets.yaml"), "e2e", filepath.Join(dir, "app"))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(down.Get(ctx, client.ObjectKey{Namespace: "e2e-app", Name: "greeting"}, cm)).To(Succeed())
+		g.Expect(cm.Data["message"]).To(Equal("hello again"))
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+
+	cancel()
+	select {
+	case <-agentDone:
+	case <-time.After(30 * time.Second):
+		t.Error("agent did not stop after its context was cancelled")
+	}
+}
