@@ -1,0 +1,181 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// DefaultSecretName is the Secret, in the system namespace, with the
+// webhook secret of each provider (Fleet's name).
+const DefaultSecretName = "gitjob-webhook"
+
+// MaxBodyBytes bounds a webhook body; real push payloads are far smaller.
+const MaxBodyBytes = 10 << 20
+
+// TriggerFunc asks for an immediate sync of repo because of push.
+type TriggerFunc func(ctx context.Context, repo *fleet.GitRepo, push *Push) error
+
+// Handler serves webhook requests.
+type Handler struct {
+	// Reader lists GitRepos and reads Secrets. Pass an uncached reader
+	// (mgr.GetAPIReader()) so that Secrets are not cached cluster-wide.
+	Reader client.Reader
+	// SystemNamespace holds the shared DefaultSecretName Secret.
+	SystemNamespace string
+	Trigger         TriggerFunc
+}
+
+// Result is what the handler did, returned as JSON-free text to the caller.
+type result struct {
+	status int
+	msg    string
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	log := ctrl.LoggerFrom(r.Context()).WithName("webhook")
+	res := h.handle(r)
+	if res.status >= 400 {
+		log.Info("webhook refused", "status", res.status, "reason", res.msg, "remote", r.RemoteAddr)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(res.status)
+	_, _ = io.WriteString(w, res.msg+"\n")
+}
+
+func (h *Handler) handle(r *http.Request) result {
+	if r.Method != http.MethodPost {
+		return result{status: http.StatusMethodNotAllowed, msg: "POST only"}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return result{status: http.StatusBadRequest, msg: "reading body failed"}
+	}
+	if len(body) > MaxBodyBytes {
+		return result{status: http.StatusRequestEntityTooLarge, msg: "body too large"}
+	}
+	p, err := Detect(r.Header)
+	if err != nil {
+		return result{status: http.StatusBadRequest, msg: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	global, err := h.secrets(ctx, h.SystemNamespace, DefaultSecretName)
+	if err != nil {
+		return result{status: http.StatusServiceUnavailable, msg: "reading webhook secret failed"}
+	}
+
+	push, perr := Parse(p, r.Header, body)
+	if perr != nil {
+		// Only a correctly signed request learns whether its payload was
+		// understood; everything else is refused the same way.
+		if err := Verify(p, r, body, global); err != nil {
+			return refuse(err)
+		}
+		if errors.Is(perr, ErrIgnored) {
+			return result{status: http.StatusOK, msg: "ignored: " + perr.Error()}
+		}
+		return result{status: http.StatusBadRequest, msg: perr.Error()}
+	}
+
+	repos, err := h.matching(ctx, push)
+	if err != nil {
+		return result{status: http.StatusServiceUnavailable, msg: "listing GitRepos failed"}
+	}
+	if len(repos) == 0 {
+		if err := Verify(p, r, body, global); err != nil {
+			return refuse(err)
+		}
+		return result{status: http.StatusOK, msg: "no GitRepo matches"}
+	}
+	var verifyErr error
+	triggered := 0
+	for i := range repos {
+		repo := &repos[i]
+		secrets := global
+		if repo.Spec.WebhookSecret != "" {
+			if secrets, err = h.secrets(ctx, repo.Namespace, repo.Spec.WebhookSecret); err != nil {
+				return result{status: http.StatusServiceUnavailable, msg: "reading webhook secret failed"}
+			}
+		}
+		if err := Verify(p, r, body, secrets); err != nil {
+			verifyErr = err
+			continue
+		}
+		if err := h.Trigger(ctx, repo, push); err != nil {
+			return result{status: http.StatusServiceUnavailable, msg: "triggering sync failed"}
+		}
+		triggered++
+	}
+	if triggered == 0 {
+		return refuse(verifyErr)
+	}
+	return result{status: http.StatusOK, msg: fmt.Sprintf("triggered %d GitRepo(s)", triggered)}
+}
+
+func refuse(err error) result {
+	if errors.Is(err, ErrBadSignature) {
+		return result{status: http.StatusForbidden, msg: err.Error()}
+	}
+	return result{status: http.StatusUnauthorized, msg: err.Error()}
+}
+
+// secrets reads a webhook Secret; a missing Secret means no secrets.
+func (h *Handler) secrets(ctx context.Context, ns, name string) (Secrets, error) {
+	var s corev1.Secret
+	err := h.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return Secrets{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return SecretsFromData(s.Data), nil
+}
+
+// matching returns the GitRepos whose repo URL and branch (or tag) match
+// the push. A push without a ref matches on the URL alone.
+func (h *Handler) matching(ctx context.Context, push *Push) ([]fleet.GitRepo, error) {
+	var list fleet.GitRepoList
+	if err := h.Reader.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	urls := map[string]bool{}
+	for _, u := range push.RepoURLs {
+		urls[NormalizeURL(u)] = true
+	}
+	var out []fleet.GitRepo
+	for _, repo := range list.Items {
+		if !urls[NormalizeURL(repo.Spec.Repo)] || !refMatches(&repo, push) {
+			continue
+		}
+		out = append(out, repo)
+	}
+	return out, nil
+}
+
+func refMatches(repo *fleet.GitRepo, push *Push) bool {
+	if push.Ref == "" {
+		return true
+	}
+	if repo.Spec.Revision != "" {
+		// A fixed revision only moves when its tag is pushed again.
+		return push.Tag() == repo.Spec.Revision
+	}
+	branch := repo.Spec.Branch
+	if branch == "" {
+		branch = "master"
+	}
+	return push.Branch() == branch
+}

@@ -1,0 +1,349 @@
+// Package webhook receives push notifications from git hosts (GitHub,
+// GitLab, Bitbucket cloud and server, Gitea, Gogs, Azure DevOps), checks each
+// provider's signature or token, and asks the GitRepo controller to sync the
+// GitRepos whose repo URL and branch match. Payloads are decoded into the
+// types of github.com/go-playground/webhooks/v6; signatures are checked here,
+// in constant time, before anything is changed.
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // GitHub's legacy X-Hub-Signature is HMAC-SHA1.
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+	"strings"
+
+	"github.com/go-playground/webhooks/v6/azuredevops"
+	"github.com/go-playground/webhooks/v6/bitbucket"
+	bitbucketserver "github.com/go-playground/webhooks/v6/bitbucket-server"
+	"github.com/go-playground/webhooks/v6/gitea"
+	"github.com/go-playground/webhooks/v6/github"
+	"github.com/go-playground/webhooks/v6/gitlab"
+)
+
+// Provider names a git host kind. The values are also the keys of the
+// webhook Secret (as in Fleet's `gitjob-webhook`).
+type Provider string
+
+const (
+	GitHub          Provider = "github"
+	GitLab          Provider = "gitlab"
+	Bitbucket       Provider = "bitbucket"
+	BitbucketServer Provider = "bitbucket-server"
+	Gitea           Provider = "gitea"
+	Gogs            Provider = "gogs"
+	AzureDevOps     Provider = "azure"
+)
+
+// Secret keys for Azure DevOps, which uses basic auth instead of a shared
+// secret.
+const (
+	KeyAzureUsername = "azure-username"
+	KeyAzurePassword = "azure-password"
+)
+
+// Push is what a push event tells: which repo, which ref, which commit.
+type Push struct {
+	Provider Provider
+	// RepoURLs are every URL form the payload gives for the repository.
+	RepoURLs []string
+	// Ref is the full ref name (refs/heads/x or refs/tags/y); may be empty.
+	Ref    string
+	Commit string
+}
+
+// Branch returns the branch name when Ref is a branch.
+func (p *Push) Branch() string {
+	return strings.TrimPrefix(refWith(p.Ref, "refs/heads/"), "refs/heads/")
+}
+
+// Tag returns the tag name when Ref is a tag.
+func (p *Push) Tag() string { return strings.TrimPrefix(refWith(p.Ref, "refs/tags/"), "refs/tags/") }
+
+func refWith(ref, prefix string) string {
+	if strings.HasPrefix(ref, prefix) {
+		return ref
+	}
+	return ""
+}
+
+// Errors a request can be refused with.
+var (
+	ErrUnknownProvider = errors.New("unknown webhook provider")
+	ErrIgnored         = errors.New("event is not a push")
+	ErrNoSecret        = errors.New("no webhook secret configured for provider")
+	ErrMissingSig      = errors.New("request is not signed")
+	ErrBadSignature    = errors.New("webhook signature does not match")
+	ErrBadPayload      = errors.New("malformed webhook payload")
+)
+
+// Detect tells the provider from the request headers. Gitea also sends
+// Gogs and GitHub headers, so it is checked first.
+func Detect(h http.Header) (Provider, error) {
+	switch {
+	case h.Get("X-Gitea-Event") != "":
+		return Gitea, nil
+	case h.Get("X-Gogs-Event") != "":
+		return Gogs, nil
+	case h.Get("X-GitHub-Event") != "":
+		return GitHub, nil
+	case h.Get("X-Gitlab-Event") != "":
+		return GitLab, nil
+	case h.Get("X-Event-Key") != "":
+		if h.Get("X-Hook-UUID") != "" || strings.HasPrefix(h.Get("User-Agent"), "Bitbucket-Webhooks") {
+			return Bitbucket, nil
+		}
+		return BitbucketServer, nil
+	case h.Get("X-Vss-Activityid") != "" || h.Get("X-Vss-Subscriptionid") != "":
+		return AzureDevOps, nil
+	}
+	return "", ErrUnknownProvider
+}
+
+// Secrets holds one shared secret per provider (Azure: user and password).
+type Secrets map[string]string
+
+// SecretsFromData reads a Secret's data.
+func SecretsFromData(data map[string][]byte) Secrets {
+	s := Secrets{}
+	for k, v := range data {
+		s[k] = string(v)
+	}
+	return s
+}
+
+// Verify checks the request's signature or token for p. A provider without
+// a configured secret is refused: unsigned webhooks are not accepted.
+func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
+	switch p {
+	case GitHub:
+		if sig := r.Header.Get("X-Hub-Signature-256"); sig != "" {
+			return checkHMAC(secrets[string(GitHub)], sig, "sha256=", sha256.New, body)
+		}
+		return checkHMAC(secrets[string(GitHub)], r.Header.Get("X-Hub-Signature"), "sha1=", sha1.New, body)
+	case GitLab:
+		secret := secrets[string(GitLab)]
+		if secret == "" {
+			return ErrNoSecret
+		}
+		token := r.Header.Get("X-Gitlab-Token")
+		if token == "" {
+			return ErrMissingSig
+		}
+		if subtle.ConstantTimeCompare([]byte(token), []byte(secret)) != 1 {
+			return ErrBadSignature
+		}
+		return nil
+	case Bitbucket, BitbucketServer:
+		return checkHMAC(secrets[string(p)], r.Header.Get("X-Hub-Signature"), "sha256=", sha256.New, body)
+	case Gitea:
+		secret := secrets[string(Gitea)]
+		if secret == "" {
+			secret = secrets[string(Gogs)]
+		}
+		return checkHMAC(secret, r.Header.Get("X-Gitea-Signature"), "", sha256.New, body)
+	case Gogs:
+		return checkHMAC(secrets[string(Gogs)], r.Header.Get("X-Gogs-Signature"), "", sha256.New, body)
+	case AzureDevOps:
+		user, pass := secrets[KeyAzureUsername], secrets[KeyAzurePassword]
+		if user == "" && pass == "" {
+			return ErrNoSecret
+		}
+		u, pw, ok := r.BasicAuth()
+		if !ok {
+			return ErrMissingSig
+		}
+		uok := subtle.ConstantTimeCompare([]byte(u), []byte(user))
+		pok := subtle.ConstantTimeCompare([]byte(pw), []byte(pass))
+		if uok&pok != 1 {
+			return ErrBadSignature
+		}
+		return nil
+	}
+	return ErrUnknownProvider
+}
+
+func checkHMAC(secret, sig, prefix string, h func() hash.Hash, body []byte) error {
+	if secret == "" {
+		return ErrNoSecret
+	}
+	if sig == "" {
+		return ErrMissingSig
+	}
+	if !strings.HasPrefix(sig, prefix) {
+		return ErrBadSignature
+	}
+	got, err := hex.DecodeString(sig[len(prefix):])
+	if err != nil {
+		return ErrBadSignature
+	}
+	mac := hmac.New(h, []byte(secret))
+	_, _ = mac.Write(body)
+	if !hmac.Equal(got, mac.Sum(nil)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// Sign returns the signature header value a provider would send for body.
+// Tests and tooling use it; it is the inverse of Verify.
+func Sign(p Provider, secret string, body []byte) (header, value string) {
+	mac := hmac.New(sha256.New, []byte(secret))
+	_, _ = mac.Write(body)
+	sum := hex.EncodeToString(mac.Sum(nil))
+	switch p {
+	case GitHub:
+		return "X-Hub-Signature-256", "sha256=" + sum
+	case Bitbucket, BitbucketServer:
+		return "X-Hub-Signature", "sha256=" + sum
+	case Gitea:
+		return "X-Gitea-Signature", sum
+	case Gogs:
+		return "X-Gogs-Signature", sum
+	case GitLab:
+		return "X-Gitlab-Token", secret
+	}
+	return "", ""
+}
+
+// Parse decodes a push event. Other events return ErrIgnored; bodies that
+// do not decode return ErrBadPayload. It never panics on any input.
+func Parse(p Provider, h http.Header, body []byte) (*Push, error) {
+	push := &Push{Provider: p}
+	switch p {
+	case GitHub:
+		if ev := h.Get("X-GitHub-Event"); ev != string(github.PushEvent) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, ev)
+		}
+		var pl github.PushPayload
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		push.Ref, push.Commit = pl.Ref, pl.After
+		push.RepoURLs = nonEmpty(pl.Repository.CloneURL, pl.Repository.SSHURL, pl.Repository.HTMLURL, pl.Repository.GitURL)
+	case GitLab:
+		ev := h.Get("X-Gitlab-Event")
+		if ev != string(gitlab.PushEvents) && ev != string(gitlab.TagEvents) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, ev)
+		}
+		var pl gitlab.PushEventPayload
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		push.Ref, push.Commit = pl.Ref, pl.CheckoutSHA
+		if push.Commit == "" {
+			push.Commit = pl.After
+		}
+		push.RepoURLs = nonEmpty(pl.Project.GitHTTPURL, pl.Project.GitSSHURL, pl.Project.WebURL,
+			pl.Repository.GitHTTPURL, pl.Repository.GitSSHURL, pl.Repository.URL, pl.Repository.Homepage)
+	case Bitbucket:
+		if ev := h.Get("X-Event-Key"); ev != string(bitbucket.RepoPushEvent) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, ev)
+		}
+		var pl bitbucket.RepoPushPayload
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		for _, c := range pl.Push.Changes {
+			if c.New.Name == "" {
+				continue
+			}
+			prefix := "refs/heads/"
+			if c.New.Type == "tag" {
+				prefix = "refs/tags/"
+			}
+			push.Ref, push.Commit = prefix+c.New.Name, c.New.Target.Hash
+			break
+		}
+		push.RepoURLs = nonEmpty(pl.Repository.Links.HTML.Href)
+		if pl.Repository.FullName != "" {
+			push.RepoURLs = append(push.RepoURLs, "https://bitbucket.org/"+pl.Repository.FullName)
+		}
+	case BitbucketServer:
+		if ev := h.Get("X-Event-Key"); ev != string(bitbucketserver.RepositoryReferenceChangedEvent) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, ev)
+		}
+		var pl bitbucketserver.RepositoryReferenceChangedPayload
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		if len(pl.Changes) > 0 {
+			push.Ref, push.Commit = pl.Changes[0].ReferenceID, pl.Changes[0].ToHash
+		}
+		push.RepoURLs = linkHrefs(pl.Repository.Links)
+	case Gitea, Gogs:
+		ev := h.Get("X-Gitea-Event")
+		if p == Gogs {
+			ev = h.Get("X-Gogs-Event")
+		}
+		if ev != string(gitea.PushEvent) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, ev)
+		}
+		// Gogs' push payload has the same shape as Gitea's.
+		var pl gitea.PushPayload
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		push.Ref, push.Commit = pl.Ref, pl.After
+		if pl.Repo != nil {
+			push.RepoURLs = nonEmpty(pl.Repo.CloneURL, pl.Repo.SSHURL, pl.Repo.HTMLURL)
+		}
+	case AzureDevOps:
+		var pl azuredevops.GitPushEvent
+		if err := decode(body, &pl); err != nil {
+			return nil, err
+		}
+		if pl.EventType != string(azuredevops.GitPushEventType) {
+			return nil, fmt.Errorf("%w: %q", ErrIgnored, pl.EventType)
+		}
+		if len(pl.Resource.RefUpdates) > 0 {
+			push.Ref, push.Commit = pl.Resource.RefUpdates[0].Name, pl.Resource.RefUpdates[0].NewObjectID
+		}
+		push.RepoURLs = nonEmpty(pl.Resource.Repository.RemoteURL)
+	default:
+		return nil, ErrUnknownProvider
+	}
+	if len(push.RepoURLs) == 0 {
+		return nil, fmt.Errorf("%w: no repository URL", ErrBadPayload)
+	}
+	return push, nil
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	return nil
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// linkHrefs collects clone and self hrefs from Bitbucket Server's links map
+// ({"clone":[{"href":..,"name":"http"}],"self":[{"href":..}]}).
+func linkHrefs(links map[string]interface{}) []string {
+	var out []string
+	for _, key := range []string{"clone", "self"} {
+		list, _ := links[key].([]interface{})
+		for _, item := range list {
+			m, _ := item.(map[string]interface{})
+			if href, _ := m["href"].(string); href != "" {
+				out = append(out, href)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+package webhook_test
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/webhooktest"
+)
+
+const commit = "0123456789abcdef0123456789abcdef01234567"
+
+func request(h http.Header, body []byte) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	r.Header = h
+	return r
+}
+
+func TestRecordedPayloads(t *testing.T) {
+	const repoURL = "https://git.example.com/example/fleet-apps.git"
+	for _, p := range webhooktest.Providers {
+		t.Run(string(p), func(t *testing.T) {
+			h, body := webhooktest.Push(p, repoURL, commit)
+			got, err := webhook.Detect(h)
+			if err != nil || got != p {
+				t.Fatalf("Detect = %q, %v", got, err)
+			}
+			push, err := webhook.Parse(p, h, body)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if push.Commit != commit || push.Branch() != "main" {
+				t.Fatalf("push = %+v", push)
+			}
+			if !slices.Contains(push.RepoURLs, repoURL) {
+				t.Fatalf("repo URLs %v miss %s", push.RepoURLs, repoURL)
+			}
+
+			secrets := webhook.SecretsFromData(webhooktest.SecretData("right"))
+			// Unsigned: refused.
+			if err := webhook.Verify(p, request(h.Clone(), body), body, secrets); !errors.Is(err, webhook.ErrMissingSig) {
+				t.Fatalf("unsigned: %v", err)
+			}
+			// Signed with the wrong secret: refused.
+			wrong := h.Clone()
+			webhooktest.Sign(p, wrong, body, "wrong")
+			if err := webhook.Verify(p, request(wrong, body), body, secrets); !errors.Is(err, webhook.ErrBadSignature) {
+				t.Fatalf("wrong secret: %v", err)
+			}
+			// Signed right: accepted; a changed body is then refused.
+			signed := h.Clone()
+			webhooktest.Sign(p, signed, body, "right")
+			if err := webhook.Verify(p, request(signed, body), body, secrets); err != nil {
+				t.Fatalf("signed: %v", err)
+			}
+			if p != webhook.GitLab && p != webhook.AzureDevOps {
+				tampered := append(bytes.Clone(body), ' ')
+				if err := webhook.Verify(p, request(signed, tampered), tampered, secrets); !errors.Is(err, webhook.ErrBadSignature) {
+					t.Fatalf("tampered body: %v", err)
+				}
+			}
+			// No secret configured: refused.
+			if err := webhook.Verify(p, request(signed, body), body, webhook.Secrets{}); !errors.Is(err, webhook.ErrNoSecret) {
+				t.Fatalf("no secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestNonPushIgnored(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-GitHub-Event", "ping")
+	if _, err := webhook.Parse(webhook.GitHub, h, []byte(`{"zen":"hi"}`)); !errors.Is(err, webhook.ErrIgnored) {
+		t.Fatalf("ping: %v", err)
+	}
+	h.Set("X-GitHub-Event", "push")
+	if _, err := webhook.Parse(webhook.GitHub, h, []byte(`{not json`)); !errors.Is(err, webhook.ErrBadPayload) {
+		t.Fatalf("bad json: %v", err)
+	}
+	if _, err := webhook.Detect(http.Header{}); !errors.Is(err, webhook.ErrUnknownProvider) {
+		t.Fatalf("no headers: %v", err)
+	}
+}
+
+func TestNormalizeURL(t *testing.T) {
+	same := [][]string{
+		{"https://github.com/Org/Repo.git", "git@github.com:org/repo.git", "ssh://git@github.com/org/repo", "https://user:tok@github.com/org/repo/", "git://github.com/org/repo.git", "https://github.com:443/org/repo"},
+		{"https://bitbucket.example.com/scm/ex/fleet-apps.git", "ssh://git@bitbucket.example.com:7999/ex/fleet-apps.git"},
+		{"https://org@dev.azure.com/org/proj/_git/repo", "git@ssh.dev.azure.com:v3/org/proj/repo"},
+		{"http://127.0.0.1:36789/app.git", "ssh://git@127.0.0.1:2222/app.git"},
+	}
+	for _, group := range same {
+		want := webhook.NormalizeURL(group[0])
+		for _, u := range group[1:] {
+			if got := webhook.NormalizeURL(u); got != want {
+				t.Errorf("NormalizeURL(%q) = %q, want %q (from %q)", u, got, want, group[0])
+			}
+		}
+	}
+	if webhook.NormalizeURL("https://github.com/org/repo") == webhook.NormalizeURL("https://github.com/org/other") {
+		t.Error("different repos normalized equal")
+	}
+	if webhook.NormalizeURL("https://github.com/org/repo") == webhook.NormalizeURL("https://gitlab.com/org/repo") {
+		t.Error("different hosts normalized equal")
+	}
+}
+
+// FuzzParse feeds arbitrary headers and bodies to detection, parsing,
+// verification and URL normalization: none may panic.
+func FuzzParse(f *testing.F) {
+	for i, p := range webhooktest.Providers {
+		h, body := webhooktest.Push(p, "https://git.example.com/a/b.git", commit)
+		f.Add(uint8(i), string(body), h.Get("X-Hub-Signature"))
+	}
+	f.Add(uint8(3), `{"changes":[{}],"repository":{"links":{"clone":[1,{"href":2},{"href":"x"}]}}}`, "sha256")
+	f.Fuzz(func(t *testing.T, which uint8, body, sig string) {
+		p := webhooktest.Providers[int(which)%len(webhooktest.Providers)]
+		h, _ := webhooktest.Push(p, "x", "y")
+		h.Set("X-Hub-Signature", sig)
+		h.Set("X-Hub-Signature-256", sig)
+		h.Set("X-Gitea-Signature", sig)
+		h.Set("X-Gogs-Signature", sig)
+		h.Set("X-Gitlab-Token", sig)
+		h.Set("Authorization", sig)
+		if _, err := webhook.Detect(h); err != nil {
+			t.Fatal(err)
+		}
+		push, err := webhook.Parse(p, h, []byte(body))
+		if err == nil {
+			for _, u := range push.RepoURLs {
+				_ = webhook.NormalizeURL(u)
+			}
+			_, _ = push.Branch(), push.Tag()
+		}
+		secrets := webhook.SecretsFromData(webhooktest.SecretData("s"))
+		if err := webhook.Verify(p, request(h, []byte(body)), []byte(body), secrets); err == nil && sig != "s" {
+			// Only a correct HMAC can pass; a random string almost never is.
+			k, v := webhook.Sign(p, "s", []byte(body))
+			if h.Get(k) != v {
+				t.Fatalf("accepted bad signature %q for %s", sig, p)
+			}
+		}
+		_ = webhook.NormalizeURL(body)
+	})
+}
