@@ -1,0 +1,363 @@
+package simulator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
+	"github.com/fleetgo/fleet/internal/agent/heartbeat"
+	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/manifest"
+)
+
+// agent is one simulated cluster. Its state is what a real agent needs to
+// avoid redundant writes: the deploymentID it last reported per
+// BundleDeployment. It does not cache BundleDeployments.
+type agent struct {
+	s        *Simulator
+	index    int
+	ns       string // downstream namespace (agent + default deploy namespace)
+	clientID string
+	cred     *register.Credential
+	dep      *deployer.Deployer // real mode only
+
+	applied  map[string]string // BundleDeployment name -> reported deploymentID
+	failures map[string]int
+	retries  chan string
+}
+
+func newAgent(s *Simulator, i int) *agent {
+	ns := fmt.Sprintf("%s%05d", s.opts.NamespacePrefix, i)
+	return &agent{
+		s: s, index: i, ns: ns,
+		clientID: fmt.Sprintf("%s-%05d", s.opts.ClientIDPrefix, i),
+		applied:  map[string]string{},
+		failures: map[string]int{},
+		retries:  make(chan string, 16),
+	}
+}
+
+func (a *agent) labels() map[string]string {
+	l := map[string]string{"simulator": "true", "simulator-index": strconv.Itoa(a.index)}
+	for k, v := range a.s.opts.Labels {
+		l[k] = v
+	}
+	return l
+}
+
+// run registers (retrying with backoff), then heartbeats and watches the
+// cluster namespace until ctx ends.
+func (a *agent) run(ctx context.Context, sem chan struct{}) {
+	l := log.FromContext(ctx).WithValues("agent", a.ns)
+	ctx = log.IntoContext(ctx, l)
+	wait := 2 * time.Second
+	for {
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		cred, err := register.Register(ctx, register.Options{PollInterval: a.s.opts.RegistrationPollInterval},
+			a.s.opts.Bootstrap, register.AgentConfig{ClientID: a.clientID, Labels: a.labels()})
+		if sem != nil {
+			<-sem
+		}
+		if err == nil {
+			a.cred = cred
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.s.Stats.Failures.Add(1)
+		l.Info("registration failed, retrying", "error", err.Error(), "in", wait.String())
+		if !sleep(ctx, jitter(wait, 20)) {
+			return
+		}
+		wait = min(wait*2, time.Minute)
+	}
+	a.s.Stats.Registered.Add(1)
+	ctx = withToken(ctx, a.cred.Token)
+	if a.s.opts.Mode == RealApply {
+		var err error
+		if a.dep, err = deployer.New(a.s.opts.Downstream, a.ns); err != nil {
+			l.Error(err, "building the deployer")
+			return
+		}
+	}
+	go a.heartbeat(ctx)
+	a.watch(ctx)
+}
+
+// heartbeat patches status.agent of the Cluster, like the real agent,
+// with one simulated Ready node.
+func (a *agent) heartbeat(ctx context.Context) {
+	l := log.FromContext(ctx)
+	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.ns + "-node"}, Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	wait := jitter(a.s.opts.FirstCheckinDelay, 100)
+	retry := time.Second
+	for sleep(ctx, wait) {
+		body, _ := json.Marshal(map[string]any{"status": heartbeat.Status([]corev1.Node{node}, a.ns, time.Now())})
+		err := a.s.fleetClient.Patch(types.MergePatchType).Namespace(a.cred.ClusterNamespace).
+			Resource("clusters").Name(a.cred.ClusterName).SubResource("status").Body(body).Do(ctx).Error()
+		if err == nil {
+			a.s.Stats.Heartbeats.Add(1)
+			wait, retry = jitter(a.s.opts.CheckinInterval, 10), time.Second
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.Info("check-in failed, retrying", "error", err.Error())
+		wait = jitter(retry, 20)
+		retry = min(retry*2, a.s.opts.CheckinInterval)
+	}
+}
+
+// watch lists and then watches the BundleDeployments of the cluster
+// namespace, relisting only when the watch's resourceVersion expired.
+func (a *agent) watch(ctx context.Context) {
+	l := log.FromContext(ctx)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		list := &fleet.BundleDeploymentList{}
+		err := a.s.fleetClient.Get().Namespace(a.cred.DeploymentNamespace).Resource("bundledeployments").Do(ctx).Into(list)
+		if err != nil {
+			l.Info("listing bundledeployments failed", "error", err.Error())
+			if !sleep(ctx, jitter(backoff, 20)) {
+				return
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		for i := range list.Items {
+			a.handle(ctx, &list.Items[i])
+		}
+		a.watchFrom(ctx, list.ResourceVersion)
+	}
+}
+
+// watchFrom watches from rv until the resourceVersion is too old (the
+// caller relists) or ctx ends; a watch that just timed out is renewed.
+func (a *agent) watchFrom(ctx context.Context, rv string) {
+	l := log.FromContext(ctx)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		timeout := int64(jitter(a.s.opts.WatchTimeout, 100) / time.Second)
+		w, err := a.s.fleetClient.Get().Namespace(a.cred.DeploymentNamespace).Resource("bundledeployments").
+			VersionedParams(&metav1.ListOptions{Watch: true, ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout},
+				metav1.ParameterCodec).Watch(ctx)
+		if err != nil {
+			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				return
+			}
+			l.Info("watching bundledeployments failed", "error", err.Error())
+			if !sleep(ctx, jitter(backoff, 20)) {
+				return
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		var expired bool
+		rv, expired = a.consume(ctx, w, rv)
+		w.Stop()
+		if expired {
+			return
+		}
+	}
+}
+
+// consume handles the events of one watch and the agent's retries; it
+// returns the last resourceVersion seen and whether it expired.
+func (a *agent) consume(ctx context.Context, w watch.Interface, rv string) (string, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return rv, false
+		case name := <-a.retries:
+			bd := &fleet.BundleDeployment{}
+			err := a.s.fleetClient.Get().Namespace(a.cred.DeploymentNamespace).Resource("bundledeployments").Name(name).Do(ctx).Into(bd)
+			if err == nil {
+				a.handle(ctx, bd)
+			} else if !apierrors.IsNotFound(err) {
+				a.retryLater(name)
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv, false
+			}
+			switch ev.Type {
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				return rv, apierrors.IsGone(err) || apierrors.IsResourceExpired(err)
+			case watch.Bookmark, watch.Added, watch.Modified, watch.Deleted:
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					rv = m.GetResourceVersion()
+				}
+			}
+			bd, isBD := ev.Object.(*fleet.BundleDeployment)
+			switch {
+			case !isBD:
+			case ev.Type == watch.Deleted:
+				delete(a.applied, bd.Name)
+				delete(a.failures, bd.Name)
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				a.handle(ctx, bd)
+			}
+		}
+	}
+}
+
+// handle deploys (or pretends to) a BundleDeployment whose deploymentID
+// has not been reported yet, and reports its status.
+func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
+	id := bd.Spec.DeploymentID
+	if id == "" || bd.DeletionTimestamp != nil || bd.Spec.Paused {
+		return
+	}
+	if a.applied[bd.Name] == id {
+		return
+	}
+	if bd.Status.AppliedDeploymentID == id && bd.Status.Ready && a.s.opts.Mode == StatusOnly {
+		// Reported by an earlier run of this agent.
+		a.applied[bd.Name] = id
+		return
+	}
+	if err := a.apply(ctx, bd); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		a.s.Stats.Failures.Add(1)
+		log.FromContext(ctx).Info("applying bundledeployment failed", "bundledeployment", bd.Name, "error", err.Error())
+		a.retryLater(bd.Name)
+		return
+	}
+	a.applied[bd.Name] = id
+	delete(a.failures, bd.Name)
+	a.s.Stats.Applied.Add(1)
+}
+
+func (a *agent) retryLater(name string) {
+	// The real agent's backoff: 1s, 2s, 4s... up to 5m.
+	a.failures[name]++
+	d := min(time.Second<<min(a.failures[name]-1, 9), 5*time.Minute)
+	time.AfterFunc(jitter(d, 20), func() {
+		select {
+		case a.retries <- name:
+		default: // a retry is already queued; it will GET the current object
+		}
+	})
+}
+
+func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
+	m, err := a.manifest(ctx, bd.Spec.DeploymentID)
+	if err != nil {
+		return err
+	}
+	opts, err := a.options(ctx, bd)
+	if err != nil {
+		return err
+	}
+	rep := report{resources: resourcesOf(m, a.ns), release: a.ns + "/" + deployer.ReleaseName(bd.Name, opts) + ":0"}
+	if a.s.opts.Mode == RealApply {
+		// Each simulated cluster deploys into its own namespace of the
+		// shared downstream cluster.
+		opts.DefaultNamespace = a.ns
+		if opts.TargetNamespace != "" {
+			opts.TargetNamespace = a.ns
+		}
+		rel, err := a.dep.Deploy(ctx, deployer.Input{Name: bd.Name, DeploymentID: bd.Spec.DeploymentID,
+			Commit: bd.Labels[fleet.CommitLabel], Options: opts, Manifest: m})
+		if err != nil {
+			return fmt.Errorf("deploying: %w", err)
+		}
+		rep = report{release: rel.String(), resources: resourcesOfRelease(rel)}
+	}
+	st := readyStatus(bd, rep, time.Now())
+	body, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return err
+	}
+	return a.s.fleetClient.Patch(types.MergePatchType).Namespace(bd.Namespace).Resource("bundledeployments").
+		Name(bd.Name).SubResource("status").Body(body).Do(ctx).Error()
+}
+
+// manifest GETs the Content named by the deploymentID, with the agent's own
+// credential (which may read only the Contents of its BundleDeployments).
+func (a *agent) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
+	c := &fleet.Content{}
+	id := manifest.ManifestIDOf(deploymentID)
+	if err := a.s.fleetClient.Get().Resource("contents").Name(id).Do(ctx).Into(c); err != nil {
+		return nil, fmt.Errorf("reading content %s: %w", id, err)
+	}
+	m, err := manifest.FromCompressed(c.Content)
+	if err != nil {
+		return nil, fmt.Errorf("content %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// options puts the Helm values from the values Secret back into the
+// options (contract 5), checking the hash.
+func (a *agent) options(ctx context.Context, bd *fleet.BundleDeployment) (fleet.BundleDeploymentOptions, error) {
+	opts := *bd.Spec.Options.DeepCopy()
+	if bd.Spec.ValuesHash == "" {
+		return opts, nil
+	}
+	s := &corev1.Secret{}
+	if err := a.s.coreClient.Get().Namespace(bd.Namespace).Resource("secrets").Name(bd.Name).Do(ctx).Into(s); err != nil {
+		return opts, fmt.Errorf("reading values secret: %w", err)
+	}
+	d := sha256.Sum256(s.Data["values"])
+	if hex.EncodeToString(d[:]) != bd.Spec.ValuesHash {
+		return opts, fmt.Errorf("values secret %s does not match valuesHash yet", bd.Name)
+	}
+	values := map[string]any{}
+	if err := json.Unmarshal(s.Data["values"], &values); err != nil {
+		return opts, fmt.Errorf("values secret %s: %w", bd.Name, err)
+	}
+	if opts.Helm == nil {
+		opts.Helm = &fleet.HelmOptions{}
+	}
+	opts.Helm.Values = &fleet.GenericMap{Data: values}
+	return opts, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter spreads d by up to pct percent.
+func jitter(d time.Duration, pct int64) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + time.Duration(rand.Int64N(int64(d)*pct/100+1))
+}

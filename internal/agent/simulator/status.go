@@ -1,0 +1,87 @@
+package simulator
+
+import (
+	"path"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
+	"github.com/fleetgo/fleet/internal/manifest"
+)
+
+// report is what an agent learned from applying a BundleDeployment.
+type report struct {
+	release   string
+	resources []fleet.BundleDeploymentResource
+}
+
+// readyStatus is the status a real agent writes once a deployment is
+// installed and every resource is ready and unmodified: the same fields,
+// conditions and display, so that the manager's summaries treat it as any
+// other cluster.
+func readyStatus(bd *fleet.BundleDeployment, r report, now time.Time) fleet.BundleDeploymentStatus {
+	st := fleet.BundleDeploymentStatus{Conditions: append([]metav1.Condition(nil), bd.Status.Conditions...)}
+	st.AppliedDeploymentID = bd.Spec.DeploymentID
+	st.Release = r.release
+	st.Ready, st.NonModified = true, true
+	gen := bd.Spec.Options.ForceSyncGeneration
+	st.SyncGeneration = &gen
+	st.Resources = r.resources
+	st.ResourceCounts = fleet.ResourceCounts{Ready: len(r.resources), DesiredReady: len(r.resources)}
+	for _, c := range []struct{ typ, reason string }{
+		{fleet.ConditionInstalled, "Deployed"}, {fleet.ConditionDeployed, "Deployed"},
+		{fleet.ConditionMonitored, "Monitored"}, {fleet.ConditionReady, "Ready"},
+	} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: c.typ, Status: metav1.ConditionTrue,
+			Reason: c.reason, ObservedGeneration: bd.Generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	st.Display = fleet.BundleDeploymentDisplay{Deployed: "Yes", Monitored: "Yes", State: string(fleet.Ready)}
+	return st
+}
+
+// resourcesOf lists the objects of a raw-manifest bundle without rendering
+// it (status-only mode): every YAML document of every manifest file outside
+// overlays/ and .chart/, in namespace ns unless it names its own.
+func resourcesOf(m *manifest.Manifest, ns string) []fleet.BundleDeploymentResource {
+	var out []fleet.BundleDeploymentResource
+	for _, r := range m.Resources {
+		ext := path.Ext(r.Name)
+		if strings.HasPrefix(r.Name, "overlays/") || strings.HasPrefix(r.Name, ".chart/") ||
+			(ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		for _, doc := range strings.Split(r.Content, "\n---") {
+			var obj struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Metadata   struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+				} `json:"metadata"`
+			}
+			if yaml.Unmarshal([]byte(doc), &obj) != nil || obj.Kind == "" {
+				continue
+			}
+			if obj.Metadata.Namespace == "" {
+				obj.Metadata.Namespace = ns
+			}
+			out = append(out, fleet.BundleDeploymentResource{Kind: obj.Kind, APIVersion: obj.APIVersion,
+				Namespace: obj.Metadata.Namespace, Name: obj.Metadata.Name})
+		}
+	}
+	return out
+}
+
+func resourcesOfRelease(rel *deployer.Release) []fleet.BundleDeploymentResource {
+	out := make([]fleet.BundleDeploymentResource, 0, len(rel.Objects))
+	for _, o := range rel.Objects {
+		out = append(out, fleet.BundleDeploymentResource{Kind: o.GetKind(), APIVersion: o.GetAPIVersion(),
+			Namespace: o.GetNamespace(), Name: o.GetName(), CreatedAt: o.GetCreationTimestamp()})
+	}
+	return out
+}

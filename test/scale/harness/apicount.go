@@ -1,0 +1,194 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
+)
+
+// auditPolicy logs the metadata of every request made by a ServiceAccount
+// (the agents and the registration token) and nothing else: the manager
+// and the harness authenticate with the admin certificate.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+`
+
+// Requests counts the agents' requests in a time window, from the audit
+// log.
+type Requests struct {
+	WindowSeconds float64 `json:"windowSeconds"`
+	// Agents is the number of distinct agent credentials seen.
+	Agents int `json:"agents"`
+	Total  int `json:"total"`
+	// PerAgentPerMinute is Total / clusters / minutes.
+	PerAgentPerMinute float64 `json:"perAgentPerMinute"`
+	// Heartbeats are patches of clusters/status; OtherWrites are every
+	// other create/update/patch/delete.
+	Heartbeats  int            `json:"heartbeats"`
+	OtherWrites int            `json:"otherWrites"`
+	ByVerb      map[string]int `json:"byVerb"`
+}
+
+type auditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	User      struct{ Username string } `json:"user"`
+	ObjectRef *struct {
+		Resource, Subresource, Namespace string
+	} `json:"objectRef"`
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+}
+
+// countAgentRequests reads the audit log and counts requests by agent
+// credentials received in [from, to). workspace is excluded (its
+// ServiceAccount is the registration token's, used before the cluster
+// credential exists).
+func countAgentRequests(path, workspace string, from, to time.Time, clusters int) (Requests, error) {
+	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	agents := map[string]bool{}
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.RequestReceived.Before(from) || !ev.RequestReceived.Before(to) {
+			continue
+		}
+		// A watch is logged when it starts and when it ends; count it once.
+		if ev.Stage == "ResponseComplete" && ev.Verb == "watch" || ev.Stage == "ResponseStarted" && ev.Verb != "watch" {
+			continue
+		}
+		sa, ok := strings.CutPrefix(ev.User.Username, "system:serviceaccount:")
+		if !ok || strings.HasPrefix(sa, workspace+":") {
+			continue
+		}
+		agents[sa] = true
+		r.Total++
+		r.ByVerb[ev.Verb]++
+		switch ev.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			if ev.ObjectRef != nil && ev.ObjectRef.Resource == "clusters" && ev.ObjectRef.Subresource == "status" {
+				r.Heartbeats++
+			} else {
+				r.OtherWrites++
+			}
+		}
+	}
+	r.Agents = len(agents)
+	if clusters > 0 && r.WindowSeconds > 0 {
+		r.PerAgentPerMinute = float64(r.Total) / float64(clusters) / (r.WindowSeconds / 60)
+	}
+	return r, sc.Err()
+}
+
+// apiRequestTotal sums apiserver_request_total from the API server's
+// /metrics (every client: manager, agents, harness).
+func apiRequestTotal(ctx context.Context, cs kubernetes.Interface) (total, mutating float64, err error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, _ := strconv.ParseFloat(line[i+1:], 64)
+		total += v
+		for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`} {
+			if strings.Contains(line, verb) {
+				mutating += v
+			}
+		}
+	}
+	return total, mutating, sc.Err()
+}
+
+// Etcd is what etcd itself stores.
+type Etcd struct {
+	BundleDeployments int `json:"bundleDeployments"`
+	// BytesPerBundleDeployment is the mean size of a BundleDeployment's
+	// value in etcd (sampled over up to 2,000 keys).
+	BytesPerBundleDeployment int `json:"bytesPerBundleDeployment"`
+	// ValuesSecrets are Secrets of type bundle-deployment values.
+	Contents      int   `json:"contents"`
+	ContentBytes  int64 `json:"contentBytes"`
+	Bundles       int   `json:"bundles"`
+	DBSizeBytes   int64 `json:"dbSizeBytes"`
+	DBInUseBytes  int64 `json:"dbInUseBytes"`
+	TotalKeys     int64 `json:"totalKeys"`
+}
+
+func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
+	var e Etcd
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		return e, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	const bdPrefix = "/registry/fleet.cattle.io/bundledeployments/"
+	cnt, err := cli.Get(ctx, bdPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return e, err
+	}
+	e.BundleDeployments = int(cnt.Count)
+	sample, err := cli.Get(ctx, bdPrefix, clientv3.WithPrefix(), clientv3.WithLimit(2000))
+	if err != nil {
+		return e, err
+	}
+	var sum int
+	for _, kv := range sample.Kvs {
+		sum += len(kv.Value)
+	}
+	if len(sample.Kvs) > 0 {
+		e.BytesPerBundleDeployment = sum / len(sample.Kvs)
+	}
+	contents, err := cli.Get(ctx, "/registry/fleet.cattle.io/contents/", clientv3.WithPrefix())
+	if err != nil {
+		return e, err
+	}
+	e.Contents = len(contents.Kvs)
+	for _, kv := range contents.Kvs {
+		e.ContentBytes += int64(len(kv.Value))
+	}
+	b, err := cli.Get(ctx, "/registry/fleet.cattle.io/bundles/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return e, err
+	}
+	e.Bundles = int(b.Count)
+	all, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return e, err
+	}
+	e.TotalKeys = all.Count
+	st, err := cli.Status(ctx, endpoint)
+	if err != nil {
+		return e, err
+	}
+	e.DBSizeBytes, e.DBInUseBytes = st.DbSize, st.DbSizeInUse
+	return e, nil
+}

@@ -1,0 +1,124 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// child is a running child process of the harness.
+type child struct {
+	role    string
+	cmd     *exec.Cmd
+	pprof   string // host:port of its pprof server
+	baseRSS int64  // resident set before its work started
+	exited  chan error
+}
+
+// startChild starts role and waits for its READY line.
+func startChild(role, dir string, cfg childConfig) (*child, error) {
+	cmd, err := childCommand(role, dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, role+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{role: role, cmd: cmd, exited: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "PPROF "):
+				c.pprof = strings.TrimPrefix(line, "PPROF ")
+			case strings.HasPrefix(line, "READY rss="):
+				c.baseRSS, _ = strconv.ParseInt(strings.TrimPrefix(line, "READY rss="), 10, 64)
+				close(ready)
+			}
+			_, _ = fmt.Fprintln(logf, line)
+		}
+	}()
+	go func() { c.exited <- cmd.Wait(); _ = logf.Close() }()
+	select {
+	case <-ready:
+		return c, nil
+	case err := <-c.exited:
+		return nil, fmt.Errorf("%s exited before it was ready: %v (see %s)", role, err, logf.Name())
+	case <-time.After(2 * time.Minute):
+		c.stop()
+		return nil, fmt.Errorf("%s not ready within 2m (see %s)", role, logf.Name())
+	}
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// alive fails when the child has exited.
+func (c *child) alive() error {
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		return fmt.Errorf("%s exited: %v", c.role, err)
+	default:
+		return nil
+	}
+}
+
+// stop ends the child (SIGTERM, then SIGKILL after 15s).
+func (c *child) stop() {
+	if c == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(15 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// profile fetches a pprof profile ("profile?seconds=N", "heap") into path.
+func (c *child) profile(ctx context.Context, what, path string) error {
+	if c.pprof == "" {
+		return fmt.Errorf("%s has no pprof address", c.role)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.pprof+"/debug/pprof/"+what, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof %s: %s", what, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}

@@ -1,0 +1,145 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Timing summarises how long each of a set of objects took.
+type Timing struct {
+	Count        int     `json:"count"`
+	Want         int     `json:"want"`
+	P50Seconds   float64 `json:"p50Seconds"`
+	P99Seconds   float64 `json:"p99Seconds"`
+	TotalSeconds float64 `json:"totalSeconds"`
+	// Complete is false when the phase timed out before Count reached Want.
+	Complete bool `json:"complete"`
+}
+
+func timingOf(d []time.Duration, want int, complete bool) Timing {
+	t := Timing{Count: len(d), Want: want, Complete: complete}
+	if len(d) == 0 {
+		return t
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	pct := func(p float64) float64 {
+		i := int(p*float64(len(d))+0.5) - 1
+		return d[max(0, min(i, len(d)-1))].Seconds()
+	}
+	t.P50Seconds, t.P99Seconds, t.TotalSeconds = pct(0.50), pct(0.99), d[len(d)-1].Seconds()
+	return t
+}
+
+// Process is CPU and memory of a child process.
+type Process struct {
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	PeakRSSMiB    float64 `json:"peakRSSMiB"`
+	RSSMiB        float64 `json:"rssMiB"`
+	BaseRSSMiB    float64 `json:"baseRSSMiB"`
+	PerClusterKiB float64 `json:"perClusterKiB,omitempty"`
+}
+
+// Result is everything one scenario run measured.
+type Result struct {
+	Scenario          Scenario `json:"scenario"`
+	Machine           Machine  `json:"machine"`
+	BundleDeployments int      `json:"bundleDeployments"`
+	// Registration: agents process start -> each Cluster checked in.
+	Registration Timing `json:"registration"`
+	// Create: bundles created -> each BundleDeployment Ready.
+	Create Timing `json:"create"`
+	// Change: first bundle changed -> each of its BundleDeployments Ready
+	// with the new deploymentID.
+	Change Timing `json:"change"`
+	// CreateWritten and ChangeWritten: the same start -> each
+	// BundleDeployment written by the manager (the manager's share).
+	CreateWritten Timing `json:"createWritten"`
+	ChangeWritten Timing `json:"changeWritten"`
+	// ChangeRequests are the agents' requests during the change rollout.
+	ChangeRequests *Requests `json:"changeRequests,omitempty"`
+	Floor          *Floor    `json:"floor,omitempty"`
+	// RatioToFloor is the rollout total (change, else create) over the
+	// floor round trip.
+	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
+	// Manager CPU is split by phase.
+	Manager             Process            `json:"manager"`
+	ManagerCPUByPhase   map[string]float64 `json:"managerCPUByPhase"`
+	Agents              Process            `json:"agents"`
+	Idle                *Requests          `json:"idle,omitempty"`
+	IdleAPIRequestsAll  float64            `json:"idleAPIRequestsAllClients,omitempty"`
+	IdleMutatingAllPerM float64            `json:"idleMutatingPerMinuteAllClients,omitempty"`
+	Etcd                *Etcd              `json:"etcd,omitempty"`
+	Profiles            []string           `json:"profiles,omitempty"`
+	// Problems lists what could not be measured, and why.
+	Problems []string `json:"problems,omitempty"`
+	OutDir   string   `json:"outDir"`
+}
+
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// PrintTable writes the human summary.
+func (r *Result) PrintTable(w io.Writer) {
+	s := r.Scenario
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { _, _ = fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row("scenario", "%s (%s)", s.Name, s.About)
+	row("machine", "%d CPUs %s, %.1f GiB, kernel %s, %s", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go)
+	row("clusters x bundles x resources", "%d x %d x %d (%s), %d BundleDeployments", s.Clusters, s.Bundles, s.ResourcesPerBundle, s.Mode, r.BundleDeployments)
+	timing := func(name string, t Timing) {
+		if t.Want == 0 {
+			return
+		}
+		done := ""
+		if !t.Complete {
+			done = fmt.Sprintf("  INCOMPLETE: %d of %d", t.Count, t.Want)
+		}
+		row(name, "p50 %.2fs  p99 %.2fs  total %.2fs%s", t.P50Seconds, t.P99Seconds, t.TotalSeconds, done)
+	}
+	timing("registration (N agents)", r.Registration)
+	timing("bundles created -> all BDs written", r.CreateWritten)
+	timing("bundles created -> all Ready", r.Create)
+	timing("bundle change -> all BDs written", r.ChangeWritten)
+	timing("bundle change -> all Ready", r.Change)
+	if r.Floor != nil {
+		row("raw floor (same API server)", "%d objects to %d watchers: delivered %.2fs, round trip %.2fs",
+			r.Floor.N, r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
+	}
+	if r.RatioToFloor > 0 {
+		row("rollout / floor round trip", "%.2fx", r.RatioToFloor)
+	}
+	if r.ChangeRequests != nil {
+		row("agent requests during change", "%d (%.2f per agent)", r.ChangeRequests.Total, float64(r.ChangeRequests.Total)/float64(max(1, s.Clusters)))
+	}
+	var phases []string
+	for k, v := range r.ManagerCPUByPhase {
+		phases = append(phases, fmt.Sprintf("%s %.1fs", k, v))
+	}
+	sort.Strings(phases)
+	row("manager CPU", "%.1fs total (%s)", r.Manager.CPUSeconds, strings.Join(phases, ", "))
+	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
+	row("agents process RSS", "peak %.0f MiB, end %.0f MiB, base %.0f MiB -> %.0f KiB per simulated cluster",
+		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
+	if r.Idle != nil {
+		row("idle API requests", "%.3f per agent per minute over %.0fs (%d requests, %d heartbeats, %d other writes, by verb %v)",
+			r.Idle.PerAgentPerMinute, r.Idle.WindowSeconds, r.Idle.Total, r.Idle.Heartbeats, r.Idle.OtherWrites, r.Idle.ByVerb)
+		row("idle API requests, all clients", "%.0f per minute (%.0f mutating per minute)", r.IdleAPIRequestsAll, r.IdleMutatingAllPerM)
+	}
+	if r.Etcd != nil {
+		row("etcd", "%d B per BundleDeployment (%d BDs); %d Contents for %d Bundles (%d B); db %d MiB (%d MiB in use), %d keys",
+			r.Etcd.BytesPerBundleDeployment, r.Etcd.BundleDeployments, r.Etcd.Contents, r.Etcd.Bundles, r.Etcd.ContentBytes,
+			r.Etcd.DBSizeBytes>>20, r.Etcd.DBInUseBytes>>20, r.Etcd.TotalKeys)
+	}
+	for _, p := range r.Profiles {
+		row("profile", "%s", p)
+	}
+	for _, p := range r.Problems {
+		row("PROBLEM", "%s", p)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,418 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/agent/simulator"
+	"github.com/fleetgo/fleet/internal/scheme"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+// Options tune a run; zero values are the defaults.
+type Options struct {
+	// OutDir receives logs, profiles and result.json (default: a new
+	// temporary directory).
+	OutDir string
+	// Idle overrides the scenario's idle window (> 0).
+	Idle time.Duration
+	// Mode overrides the scenario's apply mode.
+	Mode simulator.Mode
+	// PhaseTimeout bounds each phase (default 20m).
+	PhaseTimeout time.Duration
+	// ManagerQPS overrides the manager's client QPS (default: what
+	// cmd/fleet-controller uses).
+	ManagerQPS float32
+	// CheckinInterval of the agents (default 15m, Fleet's default).
+	CheckinInterval time.Duration
+	// ProfileSeconds is the length of the manager CPU profile taken at the
+	// start of the measured rollout (default 30; negative disables).
+	ProfileSeconds int
+	// Log receives progress lines (default: discard).
+	Log io.Writer
+}
+
+const (
+	workspace   = fleet.DefaultWorkspace
+	bundlePfx   = "scale-"
+	targetLabel = "simulator"
+)
+
+// Run runs one scenario end to end and returns what it measured. An error
+// means the environment could not be set up; a phase that did not complete
+// is reported in the result (Complete=false, Problems).
+func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
+	if o.Idle > 0 {
+		sc.Idle = o.Idle
+	}
+	if o.Mode != "" {
+		sc.Mode = o.Mode
+	}
+	if o.PhaseTimeout <= 0 {
+		o.PhaseTimeout = 20 * time.Minute
+	}
+	if o.CheckinInterval <= 0 {
+		o.CheckinInterval = 15 * time.Minute
+	}
+	if o.ProfileSeconds == 0 {
+		o.ProfileSeconds = 30
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(o.Log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	if o.OutDir == "" {
+		d, err := os.MkdirTemp("", "fleet-scale-"+sc.Name+"-")
+		if err != nil {
+			return nil, err
+		}
+		o.OutDir = d
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: sc, Machine: machine(), OutDir: o.OutDir, ManagerCPUByPhase: map[string]float64{}}
+
+	// Upstream API server + etcd, auditing ServiceAccount requests.
+	policy := filepath.Join(o.OutDir, "audit-policy.yaml")
+	auditLog := filepath.Join(o.OutDir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	logf("starting upstream API server and etcd")
+	up, err := testenv.Start(testenv.Options{Name: "scale-upstream", ExtraAPIServerArgs: map[string]string{
+		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-maxsize": "0",
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = up.Stop() }()
+	var down *testenv.Cluster
+	if sc.Mode == simulator.RealApply {
+		logf("starting downstream API server")
+		if down, err = testenv.Start(testenv.Options{Name: "scale-downstream", WithoutCRDs: true}); err != nil {
+			return nil, err
+		}
+		defer func() { _ = down.Stop() }()
+	}
+	for _, ns := range []string{fleet.DefaultSystemNamespace, fleet.DefaultSystemRegistrationNamespace, workspace} {
+		if err := up.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+
+	logf("starting the manager")
+	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, CheckinInterval: o.CheckinInterval})
+	if err != nil {
+		return nil, err
+	}
+	defer mgr.stop()
+	cpuMark := cpuSeconds(mgr.pid())
+	markPhase := func(name string) {
+		now := cpuSeconds(mgr.pid())
+		res.ManagerCPUByPhase[name] = now - cpuMark
+		cpuMark = now
+	}
+
+	boot, err := bootstrapFrom(ctx, up.Client, o.PhaseTimeout)
+	if err != nil {
+		return res, fmt.Errorf("registration token: %w", err)
+	}
+	markPhase("startup")
+
+	// Watch what a user would watch: BundleDeployments and Clusters.
+	admin := rest.CopyConfig(up.Config)
+	admin.QPS = -1
+	rc, err := fleetClient(admin)
+	if err != nil {
+		return nil, err
+	}
+	tr := newTracker()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watchAll(wctx, rc, "bundledeployments", func() runtime.Object { return &fleet.BundleDeploymentList{} }, tr.onBD)
+	go watchAll(wctx, rc, "clusters", func() runtime.Object { return &fleet.ClusterList{} }, tr.onCluster)
+
+	logf("starting %d simulated agents (%s)", sc.Clusters, sc.Mode)
+	reg := tr.startClusterPhase(sc.Clusters)
+	agentsCfg := childConfig{Count: sc.Clusters, Mode: sc.Mode, Bootstrap: boot, CheckinInterval: o.CheckinInterval,
+		ClientIDPrefix: "scale-" + sc.Name}
+	if down != nil {
+		agentsCfg.Kubeconfig = down.Kubeconfig
+	}
+	agents, err := startChild("agents", o.OutDir, agentsCfg)
+	if err != nil {
+		return res, err
+	}
+	defer agents.stop()
+	ok := wait(ctx, reg.complete, o.PhaseTimeout, mgr, agents)
+	regDone, _ := tr.snapshot(reg)
+	res.Registration = timingOf(regDone, sc.Clusters, ok)
+	markPhase("register")
+	logf("registration: %d of %d checked in, total %.1fs", res.Registration.Count, sc.Clusters, res.Registration.TotalSeconds)
+	if !ok {
+		res.problem("only %d of %d agents registered and checked in within %s (see %s)", res.Registration.Count, sc.Clusters, o.PhaseTimeout, o.OutDir)
+	}
+
+	if sc.Floor {
+		logf("measuring the raw floor (%d watchers)", sc.Clusters)
+		f, err := measureFloor(ctx, up.Config, sc.Clusters, 1024)
+		if err != nil {
+			res.problem("raw floor: %v", err)
+		} else {
+			res.Floor = &f
+		}
+		markPhase("floor")
+	}
+
+	var profiles sync.WaitGroup
+	profileDuring := func(phaseName string) {
+		if o.ProfileSeconds < 0 {
+			return
+		}
+		path := filepath.Join(o.OutDir, "manager-cpu-"+phaseName+".pprof")
+		res.Profiles = append(res.Profiles, path)
+		profiles.Add(1)
+		go func() {
+			defer profiles.Done()
+			if err := mgr.profile(ctx, fmt.Sprintf("profile?seconds=%d", o.ProfileSeconds), path); err != nil {
+				_, _ = fmt.Fprintf(o.Log, "manager CPU profile: %v\n", err)
+			}
+		}()
+	}
+
+	if sc.Bundles > 0 {
+		logf("creating %d bundles x %d resources", sc.Bundles, sc.ResourcesPerBundle)
+		if !sc.Change {
+			profileDuring("create")
+		}
+		p := tr.startBDPhase(sc.Clusters*sc.Bundles, false, nil)
+		for i := range sc.Bundles {
+			if err := up.Client.Create(ctx, bundle(i, sc.ResourcesPerBundle, 0)); err != nil {
+				return res, fmt.Errorf("creating bundle: %w", err)
+			}
+		}
+		ok := wait(ctx, p.complete, o.PhaseTimeout, mgr, agents)
+		ready, written := tr.snapshot(p)
+		res.Create, res.CreateWritten = timingOf(ready, p.want, ok), timingOf(written, p.want, len(written) >= p.want)
+		markPhase("create")
+		total, readyNow := tr.counts()
+		logf("create: %d of %d Ready (%d BundleDeployments exist), total %.1fs", res.Create.Count, p.want, total, res.Create.TotalSeconds)
+		if !ok {
+			res.problem("after %s only %d of %d BundleDeployments were Ready (%d exist, %d Ready overall)", o.PhaseTimeout, res.Create.Count, p.want, total, readyNow)
+		}
+		if sc.Change && ok {
+			logf("changing bundle %s0", bundlePfx)
+			profileDuring("change")
+			name := bundlePfx + "0"
+			p := tr.startBDPhase(sc.Clusters, true, func(_ string, obj runtime.Object) bool {
+				bd, _ := obj.(*fleet.BundleDeployment)
+				return bd != nil && bd.Labels[fleet.BundleLabel] == name
+			})
+			if err := changeBundle(ctx, up.Client, name, sc.ResourcesPerBundle); err != nil {
+				return res, err
+			}
+			ok := wait(ctx, p.complete, o.PhaseTimeout, mgr, agents)
+			end := time.Now()
+			ready, written := tr.snapshot(p)
+			res.Change, res.ChangeWritten = timingOf(ready, p.want, ok), timingOf(written, p.want, len(written) >= p.want)
+			markPhase("change")
+			logf("change: %d of %d Ready, total %.1fs", res.Change.Count, p.want, res.Change.TotalSeconds)
+			if !ok {
+				res.problem("after %s only %d of %d BundleDeployments were Ready with the change", o.PhaseTimeout, res.Change.Count, p.want)
+			}
+			time.Sleep(2 * time.Second) // let the audit log flush
+			if r, err := countAgentRequests(auditLog, workspace, p.start, end, sc.Clusters); err == nil {
+				res.ChangeRequests = &r
+			}
+		}
+		res.BundleDeployments, _ = tr.counts()
+	}
+	if res.Floor != nil && res.Floor.RoundTripSeconds > 0 {
+		switch {
+		case res.Change.Complete:
+			res.RatioToFloor = res.Change.TotalSeconds / res.Floor.RoundTripSeconds
+		case res.Create.Complete && sc.Bundles == 1:
+			res.RatioToFloor = res.Create.TotalSeconds / res.Floor.RoundTripSeconds
+		}
+	}
+
+	if sc.Idle > 0 {
+		logf("idle for %s", sc.Idle)
+		cs := up.Clientset
+		before, beforeMut, _ := apiRequestTotal(ctx, cs)
+		from := time.Now()
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(sc.Idle):
+		}
+		to := time.Now()
+		after, afterMut, err := apiRequestTotal(ctx, cs)
+		if err == nil {
+			mins := to.Sub(from).Minutes()
+			res.IdleAPIRequestsAll, res.IdleMutatingAllPerM = (after-before)/mins, (afterMut-beforeMut)/mins
+		}
+		markPhase("idle")
+		time.Sleep(2 * time.Second)
+		r, err := countAgentRequests(auditLog, workspace, from, to, sc.Clusters)
+		if err != nil {
+			res.problem("audit log: %v", err)
+		} else {
+			res.Idle = &r
+		}
+	}
+
+	if e, err := measureEtcd(ctx, up.Env().ControlPlane.Etcd.URL.String()); err != nil {
+		res.problem("etcd: %v", err)
+	} else {
+		res.Etcd = &e
+	}
+	profiles.Wait()
+	heap := filepath.Join(o.OutDir, "manager-heap.pprof")
+	if err := mgr.profile(ctx, "heap", heap); err == nil {
+		res.Profiles = append(res.Profiles, heap)
+	}
+	aheap := filepath.Join(o.OutDir, "agents-heap.pprof")
+	if err := agents.profile(ctx, "heap", aheap); err == nil {
+		res.Profiles = append(res.Profiles, aheap)
+	}
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	res.Manager = Process{CPUSeconds: cpuSeconds(mgr.pid()), PeakRSSMiB: mib(peakRSSBytes(mgr.pid())),
+		RSSMiB: mib(rssBytes(mgr.pid())), BaseRSSMiB: mib(mgr.baseRSS)}
+	arss := rssBytes(agents.pid())
+	res.Agents = Process{CPUSeconds: cpuSeconds(agents.pid()), PeakRSSMiB: mib(peakRSSBytes(agents.pid())),
+		RSSMiB: mib(arss), BaseRSSMiB: mib(agents.baseRSS)}
+	if sc.Clusters > 0 {
+		res.Agents.PerClusterKiB = float64(arss-agents.baseRSS) / 1024 / float64(sc.Clusters)
+	}
+	for _, c := range []*child{mgr, agents} {
+		if err := c.alive(); err != nil {
+			res.problem("%v", err)
+		}
+	}
+	return res, nil
+}
+
+// wait waits for done, the timeout, or a child's death.
+func wait(ctx context.Context, done <-chan struct{}, timeout time.Duration, children ...*child) bool {
+	deadline := time.After(timeout)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return false
+		case <-tick.C:
+			for _, c := range children {
+				if c.alive() != nil {
+					return false
+				}
+			}
+		}
+	}
+}
+
+// bootstrapFrom creates a ClusterRegistrationToken and turns the values
+// the manager hands out for it into the agents' bootstrap data.
+func bootstrapFrom(ctx context.Context, c client.Client, timeout time.Duration) (*register.Bootstrap, error) {
+	tok := &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: workspace}}
+	if err := c.Create(ctx, tok); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(tok), tok)
+		if err == nil && tok.Status.SecretName != "" {
+			s := &corev1.Secret{}
+			if err = c.Get(ctx, client.ObjectKey{Namespace: workspace, Name: tok.Status.SecretName}, s); err == nil {
+				var v struct {
+					APIServerURL, APIServerCA, ClusterNamespace, SystemRegistrationNamespace, Token, TokenName string
+				}
+				if err := yaml.Unmarshal(s.Data["values"], &v); err != nil {
+					return nil, err
+				}
+				return register.ParseBootstrap(map[string][]byte{"apiServerURL": []byte(v.APIServerURL),
+					"apiServerCA": []byte(v.APIServerCA), "token": []byte(v.Token), "tokenName": []byte(v.TokenName),
+					"clusterNamespace": []byte(v.ClusterNamespace), "systemRegistrationNamespace": []byte(v.SystemRegistrationNamespace)})
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("the manager did not hand out values for the registration token (is the registration component running?)")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// bundle i has n ConfigMaps and targets every simulated cluster.
+func bundle(i, n, rev int) *fleet.Bundle {
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", bundlePfx, i), Namespace: workspace}}
+	b.Spec.Resources = resources(i, n, rev)
+	b.Spec.Targets = []fleet.BundleTarget{{Name: "all", ClusterSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{targetLabel: "true"}}}}
+	return b
+}
+
+func resources(i, n, rev int) []fleet.BundleResource {
+	var out []fleet.BundleResource
+	pad := strings.Repeat("p", 128)
+	for j := range n {
+		out = append(out, fleet.BundleResource{Name: fmt.Sprintf("cm-%d.yaml", j), Content: fmt.Sprintf(
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: scale-%d-%d\ndata:\n  revision: %q\n  padding: %s\n", i, j, fmt.Sprint(rev), pad)})
+	}
+	return out
+}
+
+// changeBundle changes one value in every resource of the bundle.
+func changeBundle(ctx context.Context, c client.Client, name string, n int) error {
+	for attempt := 0; ; attempt++ {
+		b := &fleet.Bundle{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: workspace, Name: name}, b); err != nil {
+			return err
+		}
+		var i int
+		_, _ = fmt.Sscanf(strings.TrimPrefix(name, bundlePfx), "%d", &i)
+		b.Spec.Resources = resources(i, n, 1)
+		err := c.Update(ctx, b)
+		if err == nil || !apierrors.IsConflict(err) || attempt > 10 {
+			return err
+		}
+	}
+}
+
+// fleetClient is a REST client of the fleet API group.
+func fleetClient(cfg *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.APIPath = "/apis"
+	c.GroupVersion = &fleet.GroupVersion
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme.Scheme).WithoutConversion()
+	return rest.RESTClientFor(c)
+}

@@ -1,0 +1,82 @@
+// Package harness is Fleet's scale benchmark: it boots a real upstream API
+// server and etcd (and a downstream one for real apply), runs the manager
+// and a process of simulated agents as child processes, drives a scenario
+// (register N agents, roll out bundles, change one, stay idle) and measures
+// what it costs, next to the raw floor of the same API server.
+//
+// Nothing is estimated: times come from watches of the objects a user would
+// read, CPU and memory from /proc of the child processes, request counts
+// from the API server's audit log and /metrics, and bytes from etcd itself.
+package harness
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetgo/fleet/internal/agent/simulator"
+)
+
+// Scenario is one benchmark case.
+type Scenario struct {
+	Name string `json:"name"`
+	// Clusters is the number of simulated agents.
+	Clusters int `json:"clusters"`
+	// Bundles, each targeting every cluster, with ResourcesPerBundle
+	// ConfigMaps each.
+	Bundles            int `json:"bundles"`
+	ResourcesPerBundle int `json:"resourcesPerBundle"`
+	// Mode is how the agents apply (status-only or real).
+	Mode simulator.Mode `json:"mode"`
+	// Change measures a change of the first bundle after the initial
+	// rollout (bundle change -> all BundleDeployments Ready).
+	Change bool `json:"change"`
+	// Idle is how long to stay idle at the end, counting the agents' API
+	// requests; zero skips the idle phase.
+	Idle time.Duration `json:"idle"`
+	// Floor measures the raw API server floor for Clusters watchers.
+	Floor bool `json:"floor"`
+	// About says what the scenario stands for.
+	About string `json:"about"`
+}
+
+// Scenarios are the named cases of `go run ./test/scale`.
+var Scenarios = map[string]Scenario{
+	"tiny": {Name: "tiny", Clusters: 20, Bundles: 2, ResourcesPerBundle: 3, Mode: simulator.RealApply,
+		Change: true, Idle: 20 * time.Second, Floor: true,
+		About: "smoke test of the harness: 20 clusters x 2 bundles, real apply"},
+	"1k-1": {Name: "1k-1", Clusters: 1000, Bundles: 1, ResourcesPerBundle: 5, Mode: simulator.RealApply,
+		Change: true, Floor: true,
+		About: "1,000 clusters, 1 bundle, real apply; bundle change -> all Ready"},
+	"50x50": {Name: "50x50", Clusters: 50, Bundles: 50, ResourcesPerBundle: 5, Mode: simulator.RealApply,
+		Floor: true,
+		About: "Fleet's QA case: 50 clusters x 50 bundles, real apply; creation -> all Ready"},
+	"10k-10": {Name: "10k-10", Clusters: 10000, Bundles: 10, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
+		Change: true, Floor: true,
+		About: "10,000 clusters x 10 bundles, status-only; one bundle change -> all Ready"},
+	"idle": {Name: "idle", Clusters: 1000, Bundles: 1, ResourcesPerBundle: 5, Mode: simulator.StatusOnly,
+		Idle: 10 * time.Minute,
+		About: "1,000 registered clusters with one bundle, idle; API requests per agent per minute"},
+	"register-1k": {Name: "register-1k", Clusters: 1000, Mode: simulator.StatusOnly,
+		About: "1,000 agents registering at once"},
+}
+
+// Lookup returns a named scenario.
+func Lookup(name string) (Scenario, error) {
+	s, ok := Scenarios[name]
+	if !ok {
+		return s, fmt.Errorf("unknown scenario %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return s, nil
+}
+
+// Names lists the scenarios, sorted.
+func Names() []string {
+	var out []string
+	for n := range Scenarios {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,91 @@
+// Command scale is Fleet's scale benchmark (`make bench`): it runs named
+// scenarios against a real API server and etcd, with the manager and a
+// process of simulated agents, and prints a table and JSON of what it
+// measured. See docs/scale.md.
+//
+//	go run ./test/scale [flags] SCENARIO...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleetgo/fleet/internal/agent/simulator"
+	"github.com/fleetgo/fleet/test/scale/harness"
+)
+
+func main() {
+	harness.MaybeChild()
+	var (
+		out      = flag.String("out", "", "directory for logs, profiles and <scenario>.json (default: a temporary directory per scenario)")
+		idle     = flag.Duration("idle", 0, "override the idle window (the idle scenario's default is 10m)")
+		mode     = flag.String("simulate-apply", "", "override the apply mode: status-only or real")
+		timeout  = flag.Duration("phase-timeout", 20*time.Minute, "give up a phase after this long")
+		qps      = flag.Float64("manager-qps", 0, "override the manager's client QPS (default: as cmd/fleet-controller)")
+		checkin  = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
+		profile  = flag.Int("profile-seconds", 30, "manager CPU profile length during the measured rollout; -1 disables")
+		jsonOnly = flag.Bool("json", false, "print only JSON")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() == 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	var m simulator.Mode
+	if *mode != "" {
+		var err error
+		if m, err = simulator.ParseMode(*mode); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	failed := false
+	for _, name := range flag.Args() {
+		sc, err := harness.Lookup(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
+			CheckinInterval: *checkin, ProfileSeconds: *profile, Log: os.Stderr}
+		if *out != "" {
+			o.OutDir = filepath.Join(*out, name)
+		}
+		res, err := harness.Run(ctx, sc, o)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			failed = true
+		}
+		if res == nil {
+			continue
+		}
+		raw, _ := json.MarshalIndent(res, "", "  ")
+		_ = os.WriteFile(filepath.Join(res.OutDir, "result.json"), raw, 0o644)
+		if !*jsonOnly {
+			fmt.Println()
+			res.PrintTable(os.Stdout)
+			fmt.Println()
+		}
+		fmt.Println(string(raw))
+		if len(res.Problems) > 0 {
+			failed = true
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

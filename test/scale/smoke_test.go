@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetgo/fleet/test/scale/harness"
+)
+
+func TestMain(m *testing.M) {
+	// The harness re-executes this binary as the manager and the agents.
+	harness.MaybeChild()
+	os.Exit(m.Run())
+}
+
+// TestTinyScenario runs the 20-cluster scenario end to end: real API
+// servers, the manager, 20 simulated agents registering through the token
+// flow and deploying for real. It checks outcomes only (everything Ready,
+// every figure measured), never how long anything took.
+func TestTinyScenario(t *testing.T) {
+	sc, err := harness.Lookup("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res, err := harness.Run(ctx, sc, harness.Options{OutDir: t.TempDir(), Idle: 10 * time.Second,
+		PhaseTimeout: 5 * time.Minute, ProfileSeconds: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	res.PrintTable(&table)
+	t.Log("\n" + table.String())
+	if len(res.Problems) > 0 {
+		t.Fatalf("problems: %v", res.Problems)
+	}
+	bds := sc.Clusters * sc.Bundles
+	for name, tm := range map[string]harness.Timing{"registration": res.Registration, "create": res.Create, "change": res.Change} {
+		if !tm.Complete || tm.Count != tm.Want || tm.TotalSeconds <= 0 {
+			t.Errorf("%s: %d of %d done (complete=%v, total %.2fs)", name, tm.Count, tm.Want, tm.Complete, tm.TotalSeconds)
+		}
+	}
+	if res.Registration.Want != sc.Clusters || res.Create.Want != bds || res.Change.Want != sc.Clusters {
+		t.Errorf("phases waited for the wrong counts: %+v %+v %+v", res.Registration, res.Create, res.Change)
+	}
+	if res.BundleDeployments != bds {
+		t.Errorf("BundleDeployments = %d, want %d", res.BundleDeployments, bds)
+	}
+	if res.ChangeRequests == nil || res.ChangeRequests.Agents != sc.Clusters {
+		t.Errorf("every simulated cluster must use its own credential during the change: %+v", res.ChangeRequests)
+	}
+	if res.Floor == nil || res.Floor.RoundTripSeconds <= 0 || res.Floor.DeliveredSeconds <= 0 || res.RatioToFloor <= 0 {
+		t.Errorf("raw floor not measured: %+v ratio %v", res.Floor, res.RatioToFloor)
+	}
+	if res.Manager.CPUSeconds <= 0 || res.Manager.PeakRSSMiB <= 0 || res.Agents.PeakRSSMiB <= 0 || res.Agents.PerClusterKiB <= 0 {
+		t.Errorf("process figures missing: manager %+v agents %+v", res.Manager, res.Agents)
+	}
+	if res.Idle == nil || res.Idle.WindowSeconds <= 0 {
+		t.Errorf("idle window not measured: %+v", res.Idle)
+	}
+	if res.Etcd == nil || res.Etcd.BundleDeployments != bds || res.Etcd.BytesPerBundleDeployment <= 0 || res.Etcd.Contents == 0 {
+		t.Errorf("etcd figures: %+v", res.Etcd)
+	}
+}
