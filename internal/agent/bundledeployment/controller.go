@@ -20,6 +20,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -170,7 +171,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	orig := bd.DeepCopy()
 	result, err := r.reconcile(ctx, bd)
 	if statusChanged(&orig.Status, &bd.Status) {
-		if perr := r.client.Status().Patch(ctx, bd, client.MergeFrom(orig)); perr != nil {
+		// Optimistic lock: a status computed from a stale cached object must
+		// not replace a newer one (a merge patch replaces whole lists).
+		patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+		if perr := r.client.Status().Patch(ctx, bd, patch); apierrors.IsConflict(perr) && err == nil {
+			return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
+		} else if perr != nil {
 			log.V(1).Info("status patch failed", "error", perr.Error())
 			return ctrl.Result{}, errors.Join(err, perr)
 		}
@@ -213,10 +219,17 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 			return res, err
 		}
 		st = r.state(key)
-	} else if !equalDriftOptions(st.options, bd.Spec.Options) {
-		r.mu.Lock()
-		st.options = *bd.Spec.Options.DeepCopy()
-		r.mu.Unlock()
+	} else {
+		if !equalDriftOptions(st.options, bd.Spec.Options) {
+			r.mu.Lock()
+			st.options = *bd.Spec.Options.DeepCopy()
+			r.mu.Unlock()
+		}
+		if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID || !meta.IsStatusConditionTrue(bd.Status.Conditions, fleet.ConditionDeployed) {
+			// Deployed earlier but the status write was lost (upstream
+			// unreachable, conflict): report it now.
+			setDeployed(bd, st.release.String())
+		}
 	}
 	return r.monitor(ctx, bd, st)
 }

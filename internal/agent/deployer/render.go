@@ -115,7 +115,7 @@ func kustomizeBuild(files map[string]string, dir string) ([]namedDoc, error) {
 		}
 	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(fs, "/"+dir)
+	res, err := k.Run(fs, path.Join("/", dir))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
