@@ -30,6 +30,9 @@ func main() {
 	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", 15*time.Minute), "how often the agent reports in (env CHECKIN_INTERVAL)")
 	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", 50), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables")
+	var sims simulatorFlags
+	fs.IntVar(&sims.count, "simulators", 0, "run this many simulated agents in this process instead of one agent (scale testing)")
+	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index>)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	zopts := zap.Options{}
 	gfs := flag.NewFlagSet("zap", flag.ExitOnError)
@@ -54,6 +57,13 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("starting", "version", version.String(), "namespace", opts.Namespace, "checkinInterval", opts.CheckinInterval.String())
+	if sims.count > 0 {
+		if err := runSimulators(ctrl.SetupSignalHandler(), opts.Downstream, opts.Namespace, sims); err != nil {
+			log.Error(err, "simulators stopped")
+			os.Exit(1)
+		}
+		return
+	}
 	// SIGTERM/SIGINT cancel the context; Run then stops its manager and
 	// returns.
 	if err := agent.Run(ctrl.SetupSignalHandler(), opts); err != nil {
