@@ -84,6 +84,29 @@ fuzz:
 		done; \
 	done
 
+## bench: the scale benchmark (docs/scale.md); SCENARIOS="1k-1 50x50 10k-10 idle register-1k", BENCH_FLAGS="-idle 2m"
+SCENARIOS   ?= tiny
+BENCH_FLAGS ?=
+BENCH_OUT   ?= $(CURDIR)/bin/bench
+.PHONY: bench
+bench: controlplane
+	$(GO) run ./test/scale -out $(BENCH_OUT) $(BENCH_FLAGS) $(SCENARIOS)
+
+## images: the fleet-controller and fleet-agent container images, tagged as the charts expect
+## (skipped with a message when no container engine is available)
+CONTAINER_ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+IMAGE_REPO       ?= ghcr.io/fleetgo
+IMAGE_TAG        ?= $(shell sed -n 's/^appVersion: //p' charts/fleet/Chart.yaml)
+.PHONY: images
+images:
+	@if [ -z "$(CONTAINER_ENGINE)" ] || ! $(CONTAINER_ENGINE) info >/dev/null 2>&1; then \
+		echo ">> images: no working container engine (docker or podman); skipping"; exit 0; fi; \
+	for t in fleet-controller fleet-agent; do \
+		$(CONTAINER_ENGINE) build -f build/Dockerfile --target $$t \
+			--build-arg VERSION=$(IMAGE_TAG) --build-arg COMMIT=$$(git rev-parse --short HEAD) \
+			-t $(IMAGE_REPO)/$$t:$(IMAGE_TAG) . || exit 1; \
+	done
+
 .PHONY: clean
 clean:
 	rm -rf $(BIN)
