@@ -2,6 +2,8 @@ package bundlereader
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -110,7 +112,9 @@ func TestChartRepositoryAuthAndTLS(t *testing.T) {
 	r := newChartRepo()
 	r.add(t, testChart(t, "secure", "0.1.0"))
 	r.user, r.password = "alice", "s3cret"
-	srv := httptest.NewTLSServer(r)
+	srv := httptest.NewUnstartedServer(r)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are expected
+	srv.StartTLS()
 	defer srv.Close()
 	dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: secure\n"})
 	good := HelmAuth{Username: "alice", Password: "s3cret", CABundle: caPEM(srv)}
