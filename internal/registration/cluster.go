@@ -7,12 +7,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/names"
@@ -31,7 +35,10 @@ type ClusterReconciler struct {
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration-cluster").
-		For(&fleet.Cluster{}).
+		// Only spec, label and deletion changes matter here; the agents'
+		// heartbeats (status) must not cause a reconcile each.
+		For(&fleet.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{}, deleting))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
 		Complete(r)
 }
@@ -79,11 +86,22 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// Contract 2: other areas patch other parts of the status; the
 	// optimistic lock makes a concurrent change a conflict (retried) instead
 	// of a lost update of the conditions list.
+	if equality.Semantic.DeepEqual(old.Status, cluster.Status) {
+		return res, err
+	}
 	if perr := r.Client.Status().Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); perr != nil {
+		if apierrors.IsConflict(perr) && err == nil {
+			return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
+		}
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
 	return res, err
 }
+
+// deleting passes updates that start a deletion.
+var deleting = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
 
 func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.Cluster, ns string) error {
 	return apply(ctx, r.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{

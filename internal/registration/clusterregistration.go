@@ -29,6 +29,7 @@ const (
 	ConditionGranted = "Granted"
 
 	ReasonGranted          = "Granted"
+	ReasonDelivered        = "Delivered"
 	ReasonInvalid          = "InvalidRequest"
 	ReasonUnknownToken     = "UnknownToken"
 	ReasonTokenExpired     = "TokenExpired"
@@ -292,25 +293,37 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 	return nil
 }
 
-// afterGrant removes the hand-over Secret (and its read grant) once the
-// agent has checked in with its new credential, or when it has waited for
-// RegistrationSecretTTL.
+// afterGrant removes the read grant of the hand-over Secret once the agent
+// has deleted that Secret (it does so after storing its credential), and
+// both when the agent never came for it within RegistrationSecretTTL.
 func (r *RegistrationReconciler) afterGrant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
 	c := meta.FindStatusCondition(reg.Status.Conditions, ConditionGranted)
+	if c != nil && c.Reason == ReasonDelivered {
+		return ctrl.Result{}, nil
+	}
 	grantedAt := reg.CreationTimestamp.Time
 	if c != nil {
 		grantedAt = c.LastTransitionTime.Time
 	}
-	cluster := &fleet.Cluster{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: reg.Status.ClusterName}, cluster)
-	if err != nil && !apierrors.IsNotFound(err) {
+	name := names.RegistrationSecretName(reg.Spec.ClientID, reg.Spec.ClientRandom)
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: r.Opts.SystemRegistrationNamespace, Name: name}, &corev1.Secret{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
 		return ctrl.Result{}, err
-	}
-	checkedIn := err == nil && !cluster.Status.Agent.LastSeen.IsZero() && !cluster.Status.Agent.LastSeen.Time.Before(grantedAt.Truncate(time.Second))
-	if !checkedIn && time.Since(grantedAt) < r.Opts.RegistrationSecretTTL {
+	case time.Since(grantedAt) < r.Opts.RegistrationSecretTTL:
 		return ctrl.Result{RequeueAfter: jitter(time.Until(grantedAt.Add(r.Opts.RegistrationSecretTTL)))}, nil
 	}
-	return ctrl.Result{}, r.deleteHandover(ctx, reg)
+	if err := r.deleteHandover(ctx, reg); err != nil {
+		return ctrl.Result{}, err
+	}
+	old := reg.DeepCopy()
+	msg := "the registration secret is removed"
+	if err == nil {
+		msg = "the agent did not fetch its credential in time; " + msg
+	}
+	setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionTrue, ReasonDelivered, msg, reg.Generation)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Status().Patch(ctx, reg, client.MergeFrom(old)))
 }
 
 func (r *RegistrationReconciler) deleteHandover(ctx context.Context, reg *fleet.ClusterRegistration) error {

@@ -82,11 +82,12 @@ func (g grant) objects() []client.Object {
 }
 
 // credsAccess lets the import ServiceAccount of a token `get` exactly one
-// registration secret (resourceNames), nothing else in that namespace.
+// registration secret (resourceNames), and `delete` it once the agent has
+// stored the credential; nothing else in that namespace.
 func credsAccess(ns, secretName, tokenSA, tokenNS string, labels map[string]string) (*rbacv1.Role, *rbacv1.RoleBinding) {
 	name := secretName + "-creds"
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{secretName}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}, ResourceNames: []string{secretName}}}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: tokenSA, Namespace: tokenNS}}}

@@ -5,6 +5,7 @@
 package register
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,8 @@ type Credential struct {
 	ClusterName         string
 
 	token *tokenHolder
+	// handover deletes the registration secret (set by Register).
+	handover func(context.Context) error
 }
 
 // tokenHolder lets a renewed token replace the old one under running

@@ -159,6 +159,14 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 	if err := Store(ctx, opts.Downstream, opts.Namespace, cred); err != nil {
 		return nil, err
 	}
+	// The hand-over secret is no longer needed; the manager removes it
+	// after a while if this fails.
+	if cred.handover != nil {
+		if err := cred.handover(ctx); err != nil {
+			l.Info("could not delete the registration secret; the manager will", "error", err.Error())
+		}
+		cred.handover = nil
+	}
 	// Forget the registration token: only the cluster's own credential stays.
 	if err := opts.Downstream.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting %s: %w", BootstrapSecretName, err)
@@ -247,6 +255,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 			if cred.Token() == "" || cred.DeploymentNamespace == "" {
 				return nil, errors.New("registration secret is incomplete")
 			}
+			cred.handover = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
 			return cred, waitUsable(ctx, cred, opts.PollInterval)
 		case apierrors.IsUnauthorized(err):
 			return nil, fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", b.TokenName, ErrRefused)
