@@ -127,8 +127,16 @@ func (p *postRenderer) isNamespaced(gvk schema.GroupVersionKind, crdScopes map[s
 			return m.Scope.Name() == meta.RESTScopeNameNamespace
 		}
 	}
-	// Unknown kinds are treated as namespaced; Helm reports them.
-	return true
+	// Unknown kinds are treated as namespaced (Helm reports kinds that do
+	// not exist), except well-known cluster-scoped ones.
+	return !clusterScoped[gvk.Kind]
+}
+
+var clusterScoped = map[string]bool{
+	"CustomResourceDefinition": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"PersistentVolume": true, "StorageClass": true, "PriorityClass": true, "APIService": true,
+	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true, "IngressClass": true,
+	"RuntimeClass": true, "CSIDriver": true, "Node": true,
 }
 
 // decodeAll parses a multi-document YAML stream, skipping empty documents.

@@ -224,6 +224,9 @@ func project(d, l any) any {
 		for k, v := range dv {
 			if lvv, ok := lv[k]; ok {
 				out[k] = project(v, lvv)
+			} else if isEmpty(v) {
+				// An empty desired value matches an absent one.
+				out[k] = v
 			}
 		}
 		return out

@@ -1,0 +1,90 @@
+package bundledeployment
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/drift"
+)
+
+func TestStateAndStatusSetters(t *testing.T) {
+	newBD := func() *fleet.BundleDeployment {
+		bd := &fleet.BundleDeployment{}
+		bd.Spec.DeploymentID = "s-1:a"
+		return bd
+	}
+	tests := []struct {
+		name   string
+		mutate func(bd *fleet.BundleDeployment)
+		want   fleet.BundleState
+		ready  bool
+	}{
+		{name: "nothing applied yet", mutate: func(*fleet.BundleDeployment) {}, want: fleet.WaitApplied},
+		{name: "deploy error", mutate: func(bd *fleet.BundleDeployment) { setDeployError(bd, errors.New("boom")) }, want: fleet.ErrApplied},
+		{name: "ready", mutate: func(bd *fleet.BundleDeployment) {
+			setDeployed(bd, "ns/r:1")
+			setMonitored(bd, drift.Result{Ready: true, NonModified: true})
+		}, want: fleet.Ready, ready: true},
+		{name: "not ready", mutate: func(bd *fleet.BundleDeployment) {
+			setDeployed(bd, "ns/r:1")
+			setMonitored(bd, drift.Result{Ready: false, NonModified: true, NonReady: []fleet.NonReadyStatus{{Kind: "Deployment", Name: "d"}}})
+		}, want: fleet.NotReady},
+		{name: "modified", mutate: func(bd *fleet.BundleDeployment) {
+			setDeployed(bd, "ns/r:1")
+			setMonitored(bd, drift.Result{Ready: true, NonModified: false, Modified: []fleet.ModifiedStatus{{Kind: "ConfigMap", Name: "c", Create: true}}})
+		}, want: fleet.Modified},
+		{name: "new deploymentID waits", mutate: func(bd *fleet.BundleDeployment) {
+			setDeployed(bd, "ns/r:1")
+			setMonitored(bd, drift.Result{Ready: true, NonModified: true})
+			bd.Spec.DeploymentID = "s-2:a"
+		}, want: fleet.WaitApplied, ready: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bd := newBD()
+			tt.mutate(bd)
+			if got := State(bd); got != tt.want {
+				t.Fatalf("state %s, want %s", got, tt.want)
+			}
+			if got := meta.IsStatusConditionTrue(bd.Status.Conditions, fleet.ConditionReady); got != tt.ready {
+				t.Fatalf("ready condition %v, want %v: %+v", got, tt.ready, bd.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestStatusChangedIgnoresNoop(t *testing.T) {
+	bd := &fleet.BundleDeployment{}
+	bd.Spec.DeploymentID = "s-1:a"
+	setDeployed(bd, "ns/r:1")
+	setMonitored(bd, drift.Result{Ready: true, NonModified: true})
+	old := bd.Status.DeepCopy()
+	setDeployed(bd, "ns/r:1")
+	setMonitored(bd, drift.Result{Ready: true, NonModified: true})
+	if statusChanged(old, &bd.Status) {
+		t.Fatal("recomputing the same status must not cause a write")
+	}
+}
+
+type typesKey = types.NamespacedName
+
+func TestBackoffGrowsAndIsPerDeploymentID(t *testing.T) {
+	r := &Reconciler{failures: map[typesKey]*failure{}}
+	k := typesKey{Namespace: "n", Name: "b"}
+	d1 := r.recordFailure(k, "id1")
+	d2 := r.recordFailure(k, "id1")
+	d3 := r.recordFailure(k, "id1")
+	if !(d1 < d2 && d2 < d3) || d1 < 4*1e9 {
+		t.Fatalf("backoff not growing: %v %v %v", d1, d2, d3)
+	}
+	if r.backoffRemaining(k, "id2") != 0 {
+		t.Fatal("a new deploymentID must not wait for the old one's backoff")
+	}
+	if r.backoffRemaining(k, "id1") <= 0 {
+		t.Fatal("same deploymentID must wait")
+	}
+}
