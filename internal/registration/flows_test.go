@@ -404,17 +404,32 @@ func TestRefusals(t *testing.T) {
 		}
 		waitRefused(t, reg, registration.ReasonUnknownToken)
 	})
-	t.Run("garbled bootstrap secret", func(t *testing.T) {
+	t.Run("missing, then garbled bootstrap secret", func(t *testing.T) {
 		const ns = "garbled-agent"
 		_ = down[0].Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		startAgent(t, down[0], ns)
+		waitEvent(t, down[0], ns, "RegistrationFailed", "no fleet-agent-bootstrap secret")
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.BootstrapSecretName, Namespace: ns}, Data: map[string][]byte{"token": []byte("garbage")}}
 		if err := down[0].Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		startAgent(t, down[0], ns)
 		waitEvent(t, down[0], ns, "RegistrationFailed", "missing keys")
 		if err := down[0].Client.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}); err != nil {
 			t.Errorf("garbled bootstrap secret must be kept: %v", err)
+		}
+	})
+	t.Run("wrong CA", func(t *testing.T) {
+		const ns = "wrong-ca-agent"
+		v := newToken(t, workspace, "ca-token", time.Hour)
+		v.APIServerCA = string(down[0].Config.CAData) // another cluster's CA
+		installBootstrap(t, down[0], ns, v, register.AgentConfig{ClientID: "wrong-ca"})
+		startAgent(t, down[0], ns)
+		waitEvent(t, down[0], ns, "RegistrationFailed", "certificate")
+		if err := down[0].Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: register.BootstrapSecretName}, &corev1.Secret{}); err != nil {
+			t.Errorf("bootstrap secret must be kept: %v", err)
+		}
+		if len(clustersByClientID(t, "wrong-ca")) != 0 {
+			t.Errorf("a cluster was registered through an untrusted CA")
 		}
 	})
 }

@@ -1,0 +1,95 @@
+package registration
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+func TestClusterLabels(t *testing.T) {
+	got := ClusterLabels(map[string]string{
+		"env": "dev", "fleet.cattle.io/cluster": "x", fleet.CreatedByAgentPodLabel: "pod-1",
+		"management.cattle.io/cluster-display-name": "y", "example.com/team": "a",
+	})
+	want := map[string]string{"env": "dev", fleet.CreatedByAgentPodLabel: "pod-1", "example.com/team": "a"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("label %s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestTokenExpiry(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		ttl  *metav1.Duration
+		want *time.Time
+	}{
+		{name: "no ttl", ttl: nil},
+		{name: "zero", ttl: &metav1.Duration{}},
+		{name: "negative", ttl: &metav1.Duration{Duration: -time.Hour}},
+		{name: "240h", ttl: &metav1.Duration{Duration: 240 * time.Hour}, want: ptrTime(created.Add(240 * time.Hour))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}, Spec: fleet.ClusterRegistrationTokenSpec{TTL: tc.ttl}}
+			got := tokenExpiry(tok)
+			switch {
+			case tc.want == nil && got != nil:
+				t.Errorf("got %v, want never", got)
+			case tc.want != nil && (got == nil || !got.Time.Equal(*tc.want)):
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
+
+func TestAllowedSecretNamespace(t *testing.T) {
+	for ns, want := range map[string]bool{
+		"clusters": true, "fleet-local": true, "fleet-default": true, "cattle-fleet-system": true,
+		"cattle-fleet-clusters-system": true, "cluster-abc": true, "kube-system": false, "other": false,
+	} {
+		if got := allowedSecretNamespace("clusters", ns); got != want {
+			t.Errorf("allowedSecretNamespace(clusters, %s) = %v, want %v", ns, got, want)
+		}
+	}
+}
+
+func TestAgentObjects(t *testing.T) {
+	hn := true
+	objs, err := AgentObjects(AgentManifest{Namespace: "cattle-fleet-system", Values: Values{APIServerURL: "https://x", Token: "t", TokenName: "n", ClusterNamespace: "ws"},
+		ClientID: "id", Image: "img", CheckinInterval: time.Minute, Cluster: &fleet.Cluster{Spec: fleet.ClusterSpec{HostNetwork: &hn}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetName()]++
+	}
+	for _, n := range []string{"cattle-fleet-system", "fleet-agent-bootstrap", "fleet-agent", "cattle-fleet-system-fleet-agent-role"} {
+		if kinds[n] == 0 {
+			t.Errorf("missing object %s in %v", n, kinds)
+		}
+	}
+}
+
+func TestGrantRBACIsScoped(t *testing.T) {
+	g := grant{SA: "request-1-uid", Registration: "request-1", Workspace: "ws", Cluster: "c1", ClusterNamespace: "cluster-ws-c1-abc"}
+	for _, o := range g.objects() {
+		if o.GetNamespace() != "" && o.GetNamespace() != g.Workspace && o.GetNamespace() != g.ClusterNamespace {
+			t.Errorf("%T %s in unexpected namespace %s", o, o.GetName(), o.GetNamespace())
+		}
+	}
+	role, _ := credsAccess("sys", "c-abc", "tok-sa", "ws", nil)
+	if len(role.Rules) != 1 || len(role.Rules[0].ResourceNames) != 1 || role.Rules[0].ResourceNames[0] != "c-abc" {
+		t.Errorf("creds role not limited to one secret: %+v", role.Rules)
+	}
+}
