@@ -151,6 +151,17 @@ func TestChartRepositoryAuthAndTLS(t *testing.T) {
 			mustHaveChart(t, b, b.Spec.Helm, "secure", "0.1.0")
 		})
 	}
+	t.Run("chart URL with basic auth", func(t *testing.T) {
+		dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/secure-0.1.0.tgz\n"})
+		if _, err := readOne(t, dir, Options{Auth: HelmAuth{CABundle: caPEM(srv)}}); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("err = %v, want 401", err)
+		}
+		b, err := readOne(t, dir, Options{Auth: good})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustHaveChart(t, b, b.Spec.Helm, "secure", "0.1.0")
+	})
 }
 
 func TestChartFromOCIRegistry(t *testing.T) {
