@@ -70,6 +70,9 @@ func (c *controlPlane) start(ctx context.Context, table *procTable) error {
 		Path: filepath.Join(c.assets, "kube-apiserver"),
 		Args: []string{
 			"--advertise-address=127.0.0.1",
+			// Loopback advertise addresses need the endpoint reconciler off;
+			// nothing here uses the in-cluster "kubernetes" Service anyway.
+			"--endpoint-reconciler-type=none",
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(c.apiPort),
 			"--etcd-servers=" + etcdURL,
@@ -145,25 +148,23 @@ func (c *controlPlane) waitReady(ctx context.Context) error {
 	}
 }
 
-// writeKubeconfig writes an admin kubeconfig that refers to the certificate
-// files, so that it stays short and readable.
+// writeKubeconfig writes an admin kubeconfig with the certificates inlined
+// (a manager reading it hands the CA data on to agents).
 func (c *controlPlane) writeKubeconfig() error {
-	p := c.pki()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters[c.name] = &clientcmdapi.Cluster{Server: c.url(), CertificateAuthority: p.caCert()}
-	kc.AuthInfos[c.name+"-admin"] = &clientcmdapi.AuthInfo{ClientCertificate: p.adminCert(), ClientKey: p.adminKey()}
-	kc.Contexts[c.name] = &clientcmdapi.Context{Cluster: c.name, AuthInfo: c.name + "-admin"}
-	kc.CurrentContext = c.name
-	return clientcmd.WriteToFile(*kc, c.kubeconfig())
+	b, err := c.embeddedKubeconfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(c.kubeconfig(), b, 0o600)
 }
 
-// embeddedKubeconfig is the same admin kubeconfig with the certificates
-// inlined, for the manager-initiated registration's kubeconfig Secret.
+// embeddedKubeconfig is an admin kubeconfig with the certificates inlined;
+// it is also the manager-initiated registration's kubeconfig Secret.
 func (c *controlPlane) embeddedKubeconfig() ([]byte, error) {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[c.name] = &clientcmdapi.Cluster{Server: c.url(), CertificateAuthorityData: c.config.CAData}
-	kc.AuthInfos[c.name] = &clientcmdapi.AuthInfo{ClientCertificateData: c.config.CertData, ClientKeyData: c.config.KeyData}
-	kc.Contexts[c.name] = &clientcmdapi.Context{Cluster: c.name, AuthInfo: c.name}
+	kc.AuthInfos[c.name+"-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.config.CertData, ClientKeyData: c.config.KeyData}
+	kc.Contexts[c.name] = &clientcmdapi.Context{Cluster: c.name, AuthInfo: c.name + "-admin"}
 	kc.CurrentContext = c.name
 	return clientcmd.Write(*kc)
 }

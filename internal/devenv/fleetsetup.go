@@ -51,8 +51,11 @@ func (e *Env) setupFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureNamespace(ctx, uc, Workspace); err != nil {
-		return err
+	// What installing the fleet chart creates besides the controller.
+	for _, ns := range []string{Workspace, fleet.DefaultSystemNamespace, fleet.DefaultSystemRegistrationNamespace} {
+		if err := ensureNamespace(ctx, uc, ns); err != nil {
+			return err
+		}
 	}
 
 	e.phase("starting bin/fleet-controller")
@@ -61,6 +64,8 @@ func (e *Env) setupFleet(ctx context.Context) error {
 		Path: filepath.Join(e.binDir(), "fleet-controller"),
 		Args: []string{
 			"--kubeconfig=" + up.kubeconfig(),
+			"--api-server-url=" + up.url(),
+			"--api-server-ca-file=" + up.pki().caCert(),
 			"--metrics-bind-address=0",
 			"--health-probe-bind-address=0",
 			"--webhook-bind-address=0",

@@ -104,6 +104,9 @@ func Build(f Fleet) View {
 			msg := conditionMessage(c.Status.Conditions, fleet.ConditionReady)
 			if state == string(fleet.Offline) {
 				msg = "agent has not checked in since " + seen(c.Status.Agent.LastSeen)
+				if c.Status.Agent.LastSeen.IsZero() {
+					msg = "agent has never checked in"
+				}
 			}
 			if state == "WaitCheckIn" && msg == "" {
 				msg = "waiting for the agent to check in"
