@@ -13,17 +13,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// auditPolicy logs the metadata of every request made by a ServiceAccount
-// (the agents and the registration token) and nothing else: the manager
-// and the harness authenticate with the admin certificate.
+// auditPolicy logs the metadata of every request except the API server's
+// own: agents are told apart by their ServiceAccount, the manager by its
+// user agent (the harness's own clients use another one).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
-- level: Metadata
-  userGroups: ["system:serviceaccounts"]
 - level: None
+  users: ["system:apiserver"]
+- level: Metadata
 `
+
+// managerUserAgent is set on the manager's client config by the harness.
+const managerUserAgent = "fleet-controller-scale"
 
 // Requests counts the agents' requests in a time window, from the audit
 // log.
@@ -39,12 +42,17 @@ type Requests struct {
 	Heartbeats  int            `json:"heartbeats"`
 	OtherWrites int            `json:"otherWrites"`
 	ByVerb      map[string]int `json:"byVerb"`
+	// Manager counts the manager's own requests in the same window, and
+	// its writes by resource.
+	Manager        int            `json:"manager"`
+	ManagerWrites  map[string]int `json:"managerWrites,omitempty"`
 }
 
 type auditEvent struct {
 	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
 	User      struct{ Username string } `json:"user"`
+	UserAgent string                    `json:"userAgent"`
 	ObjectRef *struct {
 		Resource, Subresource, Namespace string
 	} `json:"objectRef"`
@@ -56,7 +64,7 @@ type auditEvent struct {
 // ServiceAccount is the registration token's, used before the cluster
 // credential exists).
 func countAgentRequests(path, workspace string, from, to time.Time, clusters int) (Requests, error) {
-	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}}
+	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}, ManagerWrites: map[string]int{}}
 	f, err := os.Open(path)
 	if err != nil {
 		return r, err
@@ -77,6 +85,18 @@ func countAgentRequests(path, workspace string, from, to time.Time, clusters int
 		if ev.Stage == "ResponseComplete" && ev.Verb == "watch" || ev.Stage == "ResponseStarted" && ev.Verb != "watch" {
 			continue
 		}
+		write := false
+		switch ev.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			write = true
+		}
+		if strings.HasPrefix(ev.UserAgent, managerUserAgent) {
+			r.Manager++
+			if write && ev.ObjectRef != nil {
+				r.ManagerWrites[ev.Verb+" "+strings.TrimSuffix(ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource, "/")]++
+			}
+			continue
+		}
 		sa, ok := strings.CutPrefix(ev.User.Username, "system:serviceaccount:")
 		if !ok || strings.HasPrefix(sa, workspace+":") {
 			continue
@@ -84,8 +104,7 @@ func countAgentRequests(path, workspace string, from, to time.Time, clusters int
 		agents[sa] = true
 		r.Total++
 		r.ByVerb[ev.Verb]++
-		switch ev.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
+		if write {
 			if ev.ObjectRef != nil && ev.ObjectRef.Resource == "clusters" && ev.ObjectRef.Subresource == "status" {
 				r.Heartbeats++
 			} else {

@@ -101,6 +101,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 	if err != nil {
 		return err
 	}
+	rc.UserAgent = managerUserAgent
 	if cfg.ManagerQPS > 0 {
 		rc.QPS, rc.Burst = cfg.ManagerQPS, int(cfg.ManagerQPS*2)
 	}

@@ -114,7 +114,8 @@ func (r *Result) PrintTable(w io.Writer) {
 		row("rollout / floor round trip", "%.2fx", r.RatioToFloor)
 	}
 	if r.ChangeRequests != nil {
-		row("agent requests during change", "%d (%.2f per agent)", r.ChangeRequests.Total, float64(r.ChangeRequests.Total)/float64(max(1, s.Clusters)))
+		row("requests during change", "agents %d (%.2f per agent, by verb %v); manager %d, writes %v", r.ChangeRequests.Total,
+			float64(r.ChangeRequests.Total)/float64(max(1, s.Clusters)), r.ChangeRequests.ByVerb, r.ChangeRequests.Manager, r.ChangeRequests.ManagerWrites)
 	}
 	var phases []string
 	for k, v := range r.ManagerCPUByPhase {
@@ -128,6 +129,7 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.Idle != nil {
 		row("idle API requests", "%.3f per agent per minute over %.0fs (%d requests, %d heartbeats, %d other writes, by verb %v)",
 			r.Idle.PerAgentPerMinute, r.Idle.WindowSeconds, r.Idle.Total, r.Idle.Heartbeats, r.Idle.OtherWrites, r.Idle.ByVerb)
+		row("idle manager requests", "%d in the window, writes %v", r.Idle.Manager, r.Idle.ManagerWrites)
 		row("idle API requests, all clients", "%.0f per minute (%.0f mutating per minute)", r.IdleAPIRequestsAll, r.IdleMutatingAllPerM)
 	}
 	if r.Etcd != nil {
