@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,6 +52,14 @@ type Options struct {
 	RegistrationPollInterval time.Duration
 	// MetricsAddr of the upstream manager; "" or "0" disables.
 	MetricsAddr string
+	// LeaderElection makes replicas compete for Lease fleet-agent in the
+	// agent namespace; only the holder runs. Losing the lease ends Run with
+	// an error (the process exits and restarts, as Fleet's agent does).
+	LeaderElection bool
+	// Identity in the Lease (default $POD_NAME, else the host name).
+	Identity string
+	// LeaseDuration, RenewDeadline, RetryPeriod (default 30s, 25s, 10s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 func (o *Options) defaults() {
@@ -72,6 +84,21 @@ func (o *Options) defaults() {
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = "0"
 	}
+	if o.Identity == "" {
+		o.Identity = os.Getenv("POD_NAME")
+	}
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 30 * time.Second
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = 25 * time.Second
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = 10 * time.Second
+	}
 }
 
 // errCredentialRefused stops a registered run so that the agent registers
@@ -86,6 +113,50 @@ var errCredentialRefused = errors.New("cluster credential refused by the manager
 // ctx ends.
 func Run(ctx context.Context, opts Options) error {
 	opts.defaults()
+	if !opts.LeaderElection {
+		return run(ctx, opts)
+	}
+	cs, err := kubernetes.NewForConfig(opts.Downstream)
+	if err != nil {
+		return err
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: "fleet-agent", Namespace: opts.Namespace},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+	}
+	var runErr error
+	ran := false
+	leCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+		ReleaseOnCancel: true, Name: "fleet-agent",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(c context.Context) {
+				ran = true
+				runErr = run(c, opts)
+				cancel()
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(leCtx)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case runErr != nil:
+		return runErr
+	case ran:
+		return errors.New("lost the fleet-agent lease")
+	}
+	return nil
+}
+
+func run(ctx context.Context, opts Options) error {
 	l := log.FromContext(ctx).WithName("fleet-agent")
 	ctx = log.IntoContext(ctx, l)
 	down, err := client.New(opts.Downstream, client.Options{Scheme: scheme.Scheme})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/registration"
@@ -174,7 +176,10 @@ func TestAgentInitiated(t *testing.T) {
 		c := &fleet.Cluster{}
 		_ = up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c)
 		seen := c.Status.Agent.LastSeen
-		stop = startAgent(t, d, agentNS)
+		stop = startAgent(t, d, agentNS, func(o *agent.Options) {
+			o.LeaderElection, o.Identity = true, "agent-a"
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, time.Second
+		})
 		eventually(t, "check-in after restart", func() error {
 			if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
 				return err
@@ -184,6 +189,12 @@ func TestAgentInitiated(t *testing.T) {
 			}
 			return nil
 		})
+		lease := &coordinationv1.Lease{}
+		if err := d.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "fleet-agent"}, lease); err != nil {
+			t.Errorf("agent lease: %v", err)
+		} else if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "agent-a" {
+			t.Errorf("lease holder %v, want agent-a", lease.Spec.HolderIdentity)
+		}
 		if after := registrationsOf(t, clientID); len(after) != len(before) {
 			t.Errorf("restart registered again: %d registrations before, %d after", len(before), len(after))
 		}
