@@ -27,6 +27,11 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/fleet ./cmd/fleet-controller ./cmd/fleet-agent
 
+## quickstart: a whole Fleet on this machine (3 embedded clusters, manager, 2 agents, example GitRepo)
+.PHONY: quickstart
+quickstart: build
+	$(BIN)/fleet dev up --no-build
+
 ## controlplane: kube-apiserver and etcd for tests, built from source (first time ~5-10 min)
 .PHONY: controlplane
 controlplane: $(CP_STAMP)
