@@ -130,3 +130,42 @@ func TestApplyWarnsUnknownKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyCredentialFlags: the Helm credential flags reach the reader
+// options (password from a file, CA bundle, per-path credentials).
+func TestApplyCredentialFlags(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f := &ApplyFlags{
+		Username:            "alice",
+		PasswordFile:        write("pw", "s3cret\n"),
+		CACertsFile:         write("ca.pem", "PEM"),
+		HelmCredsByPathFile: write("bypath.yaml", "./charts/a:\n  username: bob\n  password: pw2\n  insecureSkipTls: true\n  basicHTTP: true\n"),
+		HelmInsecureSkipTLS: true,
+		HelmRepoURLRegex:    "^https://charts",
+		CorrectKeepFail:     true,
+	}
+	o, err := f.ReadOptions("ws", strings.NewReader(""), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Auth.Username != "alice" || o.Auth.Password != "s3cret" || string(o.Auth.CABundle) != "PEM" || !o.Auth.InsecureSkipTLS || o.HelmRepoURLRegex != "^https://charts" {
+		t.Errorf("auth = %+v", o.Auth)
+	}
+	if a := o.AuthByPath["charts/a"]; a.Username != "bob" || a.Password != "pw2" || !a.InsecureSkipTLS || !a.BasicHTTP {
+		t.Errorf("by path = %+v", o.AuthByPath)
+	}
+	if o.CorrectDrift == nil || !o.CorrectDrift.Enabled || !o.CorrectDrift.KeepFailHistory {
+		t.Errorf("correctDrift = %+v", o.CorrectDrift)
+	}
+	f.HelmCredsByPathFile = write("bad.yaml", "a:\n  usr: x\n")
+	if _, err := f.ReadOptions("ws", nil, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--helm-credentials-by-path-file") {
+		t.Errorf("bad by-path file: err = %v", err)
+	}
+}
