@@ -1,0 +1,162 @@
+package bundledeployment_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/bundledeployment"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
+	"github.com/fleetgo/fleet/internal/manifest"
+)
+
+// A chart that fails to render is ErrApplied with Helm's message, and the
+// agent retries with backoff: the status is not rewritten in a loop.
+func TestFailureIsErrAppliedWithBackoff(t *testing.T) {
+	files := map[string]string{
+		".chart/aaaaaaaaaaaa/bad/Chart.yaml":         "apiVersion: v2\nname: bad\nversion: 0.1.0\n",
+		".chart/aaaaaaaaaaaa/bad/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ required \"value name is required\" .Values.name }}\n",
+	}
+	opts := fleet.BundleDeploymentOptions{DefaultNamespace: "fail-ns", Helm: &fleet.HelmOptions{Chart: ".chart/aaaaaaaaaaaa/bad"}}
+	put(t, bundle{name: "fail", files: files, opts: opts})
+	var rv string
+	eventually(t, "ErrApplied with Helm's message", func() error {
+		bd := getBD(t, "fail")
+		c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+		if bundledeployment.State(bd) != fleet.ErrApplied || c == nil || !strings.Contains(c.Message, "value name is required") {
+			return fmt.Errorf("status %+v", bd.Status)
+		}
+		rv = bd.ResourceVersion
+		return nil
+	})
+	// Over 8s the agent retries at most a couple of times (5s, 10s, ...),
+	// and an unchanged error is not written again.
+	time.Sleep(8 * time.Second)
+	if bd := getBD(t, "fail"); bd.ResourceVersion != rv {
+		t.Fatalf("status rewritten while failing: %s -> %s", rv, bd.ResourceVersion)
+	}
+	// Fixing the bundle (values) deploys it.
+	opts.Helm.Values = &fleet.GenericMap{Data: map[string]any{"name": "fixed"}}
+	id := put(t, bundle{name: "fail", files: files, opts: opts})
+	waitState(t, "fail", id, fleet.Ready)
+	wantData(t, "fail-ns", "fixed", "", "")
+}
+
+// Releases of this agent whose BundleDeployment does not exist (deleted
+// while the agent was away) are garbage collected.
+func TestGarbageCollection(t *testing.T) {
+	ctx := context.Background()
+	dep, err := deployer.New(down.Config, agentNS)
+	must(t, err)
+	m, err := manifest.New([]fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: orphan\n"}})
+	must(t, err)
+	_, err = dep.Deploy(ctx, deployer.Input{Name: "never-existed", Manifest: m, Options: fleet.BundleDeploymentOptions{DefaultNamespace: "gc-ns"}})
+	must(t, err)
+	if _, err := configMap(t, "gc-ns", "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	wantGone(t, "gc-ns", "orphan")
+}
+
+// serviceAccount is impersonated: a bundle the account may not deploy
+// fails with the API server's refusal, and succeeds once it may.
+func TestServiceAccountImpersonation(t *testing.T) {
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sa-ns"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: agentNS}},
+	} {
+		if err := down.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	id := put(t, bundle{
+		name:  "sa",
+		files: map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: as-sa\n"},
+		opts:  fleet.BundleDeploymentOptions{DefaultNamespace: "sa-ns", ServiceAccount: "deployer"},
+	})
+	eventually(t, "forbidden for the service account", func() error {
+		bd := getBD(t, "sa")
+		c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+		if c == nil || !strings.Contains(c.Message, "system:serviceaccount:"+agentNS+":deployer") {
+			return fmt.Errorf("status %+v", bd.Status.Conditions)
+		}
+		return nil
+	})
+	if _, err := configMap(t, "sa-ns", "as-sa"); !apierrors.IsNotFound(err) {
+		t.Fatalf("deployed without permission: %v", err)
+	}
+	// Explicit rules: envtest has no controller aggregating admin/view.
+	must(t, down.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-test-deployer"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"*"}},
+		},
+	}))
+	must(t, down.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "sa-ns"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleet-test-deployer"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "deployer", Namespace: agentNS}},
+	}))
+	// The backoff retries it (at most ~12s after the second failure).
+	waitState(t, "sa", id, fleet.Ready)
+	cm, err := configMap(t, "sa-ns", "as-sa")
+	must(t, err)
+	if cm.ManagedFields[0].Manager != deployer.FieldManager {
+		t.Fatalf("managed by %q", cm.ManagedFields[0].Manager)
+	}
+}
+
+// downstreamResources are copied from the cluster namespace; valuesFrom is
+// read downstream; namespaceLabels are set on the created namespace.
+func TestDownstreamResourcesValuesFromAndNamespaceLabels(t *testing.T) {
+	ctx := context.Background()
+	must(t, up.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-creds", Namespace: clusterNS},
+		StringData: map[string]string{"password": "s3cret"},
+	}))
+	must(t, down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vf-src"}}))
+	must(t, down.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "local-values", Namespace: "vf-src"},
+		Data:       map[string]string{"values.yaml": "region: eu-west\ncolor: from-cluster\n"},
+	}))
+	files := map[string]string{
+		".chart/bbbbbbbbbbbb/vf/Chart.yaml":         "apiVersion: v2\nname: vf\nversion: 0.1.0\n",
+		".chart/bbbbbbbbbbbb/vf/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vf\ndata:\n  region: {{ .Values.region }}\n  color: {{ .Values.color }}\n",
+	}
+	id := put(t, bundle{name: "vf", files: files, opts: fleet.BundleDeploymentOptions{
+		DefaultNamespace: "vf-ns",
+		NamespaceLabels:  map[string]string{"team": "blue"},
+		Helm: &fleet.HelmOptions{
+			Chart:      ".chart/bbbbbbbbbbbb/vf",
+			ValuesFrom: []fleet.ValuesFrom{{ConfigMapKeyRef: &fleet.ConfigMapKeySelector{Name: "local-values", Namespace: "vf-src"}}},
+			Values:     &fleet.GenericMap{Data: map[string]any{"color": "from-bundle"}},
+		},
+		DownstreamResources: []fleet.DownstreamResource{{Kind: "Secret", Name: "db-creds"}},
+	}})
+	waitState(t, "vf", id, fleet.Ready)
+	wantData(t, "vf-ns", "vf", "region", "eu-west")
+	wantData(t, "vf-ns", "vf", "color", "from-bundle")
+	s := &corev1.Secret{}
+	must(t, down.Client.Get(ctx, client.ObjectKey{Namespace: "vf-ns", Name: "db-creds"}, s))
+	if string(s.Data["password"]) != "s3cret" || s.Labels[fleet.BundleDeploymentLabel] != "vf" {
+		t.Fatalf("copied secret %v %v", s.Labels, s.Data)
+	}
+	ns := &corev1.Namespace{}
+	must(t, down.Client.Get(ctx, client.ObjectKey{Name: "vf-ns"}, ns))
+	if ns.Labels["team"] != "blue" {
+		t.Fatalf("namespace labels %v", ns.Labels)
+	}
+}
