@@ -24,7 +24,7 @@ import (
 // agent retries with backoff: the status is not rewritten in a loop.
 func TestFailureIsErrAppliedWithBackoff(t *testing.T) {
 	files := map[string]string{
-		".chart/aaaaaaaaaaaa/bad/Chart.yaml":         "apiVersion: v2\nname: bad\nversion: 0.1.0\n",
+		".chart/aaaaaaaaaaaa/bad/Chart.yaml":        "apiVersion: v2\nname: bad\nversion: 0.1.0\n",
 		".chart/aaaaaaaaaaaa/bad/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ required \"value name is required\" .Values.name }}\n",
 	}
 	opts := fleet.BundleDeploymentOptions{DefaultNamespace: "fail-ns", Helm: &fleet.HelmOptions{Chart: ".chart/aaaaaaaaaaaa/bad"}}
@@ -133,7 +133,7 @@ func TestDownstreamResourcesValuesFromAndNamespaceLabels(t *testing.T) {
 		Data:       map[string]string{"values.yaml": "region: eu-west\ncolor: from-cluster\n"},
 	}))
 	files := map[string]string{
-		".chart/bbbbbbbbbbbb/vf/Chart.yaml":         "apiVersion: v2\nname: vf\nversion: 0.1.0\n",
+		".chart/bbbbbbbbbbbb/vf/Chart.yaml":        "apiVersion: v2\nname: vf\nversion: 0.1.0\n",
 		".chart/bbbbbbbbbbbb/vf/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vf\ndata:\n  region: {{ .Values.region }}\n  color: {{ .Values.color }}\n",
 	}
 	id := put(t, bundle{name: "vf", files: files, opts: fleet.BundleDeploymentOptions{
