@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -91,13 +92,26 @@ fleet.cattle.io/repo-name that are no longer produced are deleted.`,
 	return cmd
 }
 
-// helmCreds is one entry of --helm-credentials-by-path-file.
+// helmCreds is one entry of --helm-credentials-by-path-file (Fleet's key
+// names; caBundle may be PEM or base64 of PEM).
 type helmCreds struct {
-	Username        string `json:"username,omitempty"`
-	Password        string `json:"password,omitempty"`
-	CABundle        string `json:"caBundle,omitempty"`
-	InsecureSkipTLS bool   `json:"insecureSkipTls,omitempty"`
-	BasicHTTP       bool   `json:"basicHTTP,omitempty"`
+	Username           string `json:"username,omitempty"`
+	Password           string `json:"password,omitempty"`
+	CABundle           string `json:"caBundle,omitempty"`
+	SSHPrivateKey      string `json:"sshPrivateKey,omitempty"` // accepted, unused: git:: charts are not supported
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	InsecureSkipTLS    bool   `json:"insecureSkipTls,omitempty"`
+	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
+}
+
+func (c helmCreds) caBundle() []byte {
+	if c.CABundle == "" || strings.Contains(c.CABundle, "-----BEGIN") {
+		return []byte(c.CABundle)
+	}
+	if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(c.CABundle)); err == nil {
+		return b
+	}
+	return []byte(c.CABundle)
 }
 
 // targetsFile is the content of --targets-file.
@@ -160,7 +174,7 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 		o.AuthByPath = map[string]bundlereader.HelmAuth{}
 		for p, c := range byPath {
 			o.AuthByPath[path.Clean(strings.TrimPrefix(p, "./"))] = bundlereader.HelmAuth{Username: c.Username, Password: c.Password,
-				CABundle: []byte(c.CABundle), InsecureSkipTLS: c.InsecureSkipTLS, BasicHTTP: c.BasicHTTP}
+				CABundle: c.caBundle(), InsecureSkipTLS: c.InsecureSkipTLS || c.InsecureSkipVerify, BasicHTTP: c.BasicHTTP}
 		}
 	}
 	if f.TargetsFile != "" {

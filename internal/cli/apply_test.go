@@ -88,7 +88,6 @@ func TestApplyGolden(t *testing.T) {
 	}
 }
 
-
 // TestApplyBadInput: each bad input fails with a precise message and
 // nothing is printed (never a partial set of bundles).
 func TestApplyBadInput(t *testing.T) {
@@ -146,7 +145,7 @@ func TestApplyCredentialFlags(t *testing.T) {
 		Username:            "alice",
 		PasswordFile:        write("pw", "s3cret\n"),
 		CACertsFile:         write("ca.pem", "PEM"),
-		HelmCredsByPathFile: write("bypath.yaml", "./charts/a:\n  username: bob\n  password: pw2\n  insecureSkipTls: true\n  basicHTTP: true\n"),
+		HelmCredsByPathFile: write("bypath.yaml", "./charts/a:\n  username: bob\n  password: pw2\n  insecureSkipVerify: true\n  basicHTTP: true\n  caBundle: UEVN\n"),
 		HelmInsecureSkipTLS: true,
 		HelmRepoURLRegex:    "^https://charts",
 		CorrectKeepFail:     true,
@@ -158,7 +157,7 @@ func TestApplyCredentialFlags(t *testing.T) {
 	if o.Auth.Username != "alice" || o.Auth.Password != "s3cret" || string(o.Auth.CABundle) != "PEM" || !o.Auth.InsecureSkipTLS || o.HelmRepoURLRegex != "^https://charts" {
 		t.Errorf("auth = %+v", o.Auth)
 	}
-	if a := o.AuthByPath["charts/a"]; a.Username != "bob" || a.Password != "pw2" || !a.InsecureSkipTLS || !a.BasicHTTP {
+	if a := o.AuthByPath["charts/a"]; a.Username != "bob" || a.Password != "pw2" || !a.InsecureSkipTLS || !a.BasicHTTP || string(a.CABundle) != "PEM" {
 		t.Errorf("by path = %+v", o.AuthByPath)
 	}
 	if o.CorrectDrift == nil || !o.CorrectDrift.Enabled || !o.CorrectDrift.KeepFailHistory {
