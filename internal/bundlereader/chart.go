@@ -94,8 +94,10 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	switch {
 	case h.Chart == "" && h.Repo == "":
 		return nil
-	case strings.HasPrefix(h.Repo, "oci://"):
+	case strings.HasPrefix(h.Repo, "oci://") && h.Chart != "":
 		return cf.fromOCI(h, strings.TrimSuffix(h.Repo, "/")+"/"+h.Chart, files)
+	case h.Chart == "":
+		return fmt.Errorf("helm.repo %q is set but helm.chart is empty: name the chart to install", h.Repo)
 	case h.Repo != "":
 		return cf.fromRepo(h, files)
 	case strings.HasPrefix(h.Chart, "oci://"):
@@ -210,6 +212,18 @@ func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersi
 	idx := &repo.IndexFile{}
 	if err := yaml.Unmarshal(data, idx); err != nil {
 		return nil, fmt.Errorf("helm repository %s: invalid index.yaml: %w", repoURL, err)
+	}
+	if idx.APIVersion == "" {
+		return nil, fmt.Errorf("helm repository %s: index.yaml has no apiVersion (is this a Helm repository?)", repoURL)
+	}
+	for name, versions := range idx.Entries {
+		kept := versions[:0]
+		for _, v := range versions {
+			if v != nil && v.Metadata != nil && v.Version != "" {
+				kept = append(kept, v)
+			}
+		}
+		idx.Entries[name] = kept
 	}
 	idx.SortEntries()
 	cv, err := idx.Get(chart, version)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -255,6 +256,28 @@ func TestChartZipBombRefused(t *testing.T) {
 	_, err = readOne(t, dir, Options{Limits: Limits{MaxFileSize: 1 << 20}})
 	if err == nil || !strings.Contains(err.Error(), "larger than the limit") {
 		t.Fatalf("err = %v, want a file size error", err)
+	}
+}
+
+func TestChartBadRepositoryContent(t *testing.T) {
+	cases := []struct{ name, index, fleetYAML, want string }{
+		{name: "nil entries", index: "apiVersion: v1\nentries:\n  x: [null, {name: x}]\n", want: `chart "x" not found`},
+		{name: "not a helm repo", index: "<html>hello</html>", want: "invalid index.yaml"},
+		{name: "no apiVersion", index: "entries: {}\n", want: "no apiVersion"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(tc.index)) }))
+			defer srv.Close()
+			_, err := readOne(t, writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: x\n"}), Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	_, err := readOne(t, writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: https://example.invalid\n"}), Options{})
+	if err == nil || !strings.Contains(err.Error(), "helm.chart is empty") {
+		t.Fatalf("repo without chart: err = %v", err)
 	}
 }
 
