@@ -5,4 +5,5 @@ package manager
 var components = []Component{
 	{Name: "registration", Setup: setupRegistration},
 	{Name: "targeting", Setup: setupTargeting},
+	{Name: "gitops", Setup: setupGitOps},
 }

@@ -29,9 +29,12 @@ type TriggerFunc func(ctx context.Context, repo *fleet.GitRepo, push *Push) erro
 
 // Handler serves webhook requests.
 type Handler struct {
-	// Reader lists GitRepos and reads Secrets. Pass an uncached reader
-	// (mgr.GetAPIReader()) so that Secrets are not cached cluster-wide.
+	// Reader lists GitRepos (the manager's cached client is fine).
 	Reader client.Reader
+	// SecretReader reads webhook Secrets; pass an uncached reader
+	// (mgr.GetAPIReader()) so that Secrets are not cached cluster-wide.
+	// Nil means Reader.
+	SecretReader client.Reader
 	// SystemNamespace holds the shared DefaultSecretName Secret.
 	SystemNamespace string
 	Trigger         TriggerFunc
@@ -134,7 +137,11 @@ func refuse(err error) result {
 // secrets reads a webhook Secret; a missing Secret means no secrets.
 func (h *Handler) secrets(ctx context.Context, ns, name string) (Secrets, error) {
 	var s corev1.Secret
-	err := h.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
+	reader := h.SecretReader
+	if reader == nil {
+		reader = h.Reader
+	}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
 	if apierrors.IsNotFound(err) {
 		return Secrets{}, nil
 	}

@@ -1,0 +1,251 @@
+// Package controller is the GitRepo reconciler: it polls each GitRepo's
+// remote with a cheap ref lookup, fetches and renders a new commit into
+// Bundles in-process (no Job per commit), applies them with pruning by the
+// repo-name label, and reports the Bundles' roll-up on the GitRepo status.
+// A broken commit leaves the last good Bundles in place.
+package controller
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/bundlereader"
+	"github.com/fleetgo/fleet/internal/gitops/git"
+	"github.com/fleetgo/fleet/internal/gitops/poll"
+	"github.com/fleetgo/fleet/internal/gitops/webhook"
+)
+
+// Finalizer makes deleting a GitRepo delete its Bundles first.
+const Finalizer = "fleet.cattle.io/gitrepo-finalizer"
+
+// Options configure the GitRepo controller.
+type Options struct {
+	// SystemNamespace holds the shared webhook Secret.
+	SystemNamespace string
+	// WebhookAddr serves git webhooks; "" or "0" disables the receiver.
+	WebhookAddr string
+	// WebhookListening receives the bound webhook address (tests use ":0").
+	WebhookListening func(addr string)
+	// Workers is the number of concurrent reconciles (default 10).
+	Workers int
+	// GitTimeout bounds one ref lookup (default 30s); a fetch gets 4×.
+	GitTimeout time.Duration
+	// CheckoutLimits and BundleLimits bound what one commit may hold.
+	CheckoutLimits git.Limits
+	BundleLimits   bundlereader.Limits
+	// Tracker schedules polls; a new one is made when nil.
+	Tracker *poll.Tracker
+}
+
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 10
+	}
+	if o.GitTimeout <= 0 {
+		o.GitTimeout = git.DefaultTimeout
+	}
+	if o.Tracker == nil {
+		o.Tracker = poll.NewTracker()
+	}
+}
+
+// Reconciler reconciles GitRepos.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets without caching every Secret of the cluster.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Opts      Options
+
+	triggers chan event.TypedGenericEvent[*fleet.GitRepo]
+	mu       sync.Mutex
+	// last is the outcome of the last poll/sync per GitRepo, reused by
+	// reconciles in between (Bundle status changes) so that an error stays
+	// on the status until a later attempt clears it.
+	last map[types.NamespacedName]syncOutcome
+	// attempted is the generation/forceSyncGeneration last tried, so that a
+	// failing spec change is retried on the backoff schedule, not at once.
+	attempted map[types.NamespacedName][2]int64
+}
+
+// Setup registers the reconciler (and the webhook receiver) with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	opts.defaults()
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("fleet-gitops"),
+		Opts:      opts,
+		triggers:  make(chan event.TypedGenericEvent[*fleet.GitRepo], 128),
+		last:      map[types.NamespacedName]syncOutcome{},
+		attempted: map[types.NamespacedName][2]int64{},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if opts.WebhookAddr != "" && opts.WebhookAddr != "0" {
+		srv := &webhook.Server{
+			Addr:      opts.WebhookAddr,
+			Listening: opts.WebhookListening,
+			Handler: &webhook.Handler{
+				Reader:          mgr.GetClient(),
+				SecretReader:    mgr.GetAPIReader(),
+				SystemNamespace: opts.SystemNamespace,
+				Trigger:         r.TriggerWebhook,
+			},
+		}
+		if err := mgr.Add(srv); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// SetupWithManager wires the watches: GitRepo spec changes and webhook
+// marks, the GitRepo's Bundles (for status), and in-process webhook
+// triggers.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	repoPreds := predicate.Or[client.Object](
+		predicate.GenerationChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*fleet.GitRepo)
+			n, ok2 := e.ObjectNew.(*fleet.GitRepo)
+			if !ok1 || !ok2 {
+				return false
+			}
+			return o.Status.WebhookCommit != n.Status.WebhookCommit ||
+				!reflect.DeepEqual(o.Status.LastWebhookTime, n.Status.LastWebhookTime) ||
+				!n.DeletionTimestamp.IsZero()
+		}},
+	)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("gitrepo").
+		For(&fleet.GitRepo{}, builder.WithPredicates(repoPreds)).
+		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(bundleToRepo)).
+		WatchesRawSource(source.Channel(r.triggers, &handler.TypedEnqueueRequestForObject[*fleet.GitRepo]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
+		Complete(r)
+}
+
+func bundleToRepo(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[fleet.RepoLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// TriggerWebhook records a verified push on the GitRepo's status and asks
+// for an immediate sync.
+func (r *Reconciler) TriggerWebhook(ctx context.Context, repo *fleet.GitRepo, push *webhook.Push) error {
+	base := repo.DeepCopy()
+	repo.Status.WebhookCommit = push.Commit
+	now := metaNow()
+	repo.Status.LastWebhookTime = &now
+	if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(base)); err != nil {
+		return err
+	}
+	r.Opts.Tracker.Trigger(client.ObjectKeyFromObject(repo))
+	select {
+	case r.triggers <- event.TypedGenericEvent[*fleet.GitRepo]{Object: repo}:
+	default: // the status change reaches the controller through the watch
+	}
+	return nil
+}
+
+// Reconcile runs: fetch → deletion → finalizer → poll/sync → status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	repo := &fleet.GitRepo{}
+	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !repo.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, repo)
+	}
+	if !controllerutil.ContainsFinalizer(repo, Finalizer) {
+		base := repo.DeepCopy()
+		controllerutil.AddFinalizer(repo, Finalizer)
+		if err := r.Client.Patch(ctx, repo, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	old := repo.DeepCopy()
+	out, requeue := r.pollAndSync(ctx, repo)
+	bs, err := r.bundleStatus(ctx, repo)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	setBundleStatus(&repo.Status, bs)
+	setConditions(&repo.Status, repo.Generation, out, bs)
+	if !equality.Semantic.DeepEqual(old.Status, repo.Status) {
+		if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(old)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.emitEvents(old, repo)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// finalize deletes the GitRepo's Bundles (the targeting controller then
+// removes their deployments, unless keepResources) and drops the finalizer.
+func (r *Reconciler) finalize(ctx context.Context, repo *fleet.GitRepo) error {
+	if !controllerutil.ContainsFinalizer(repo, Finalizer) {
+		return nil
+	}
+	if err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(repo.Namespace),
+		client.MatchingLabels{fleet.RepoLabel: repo.Name}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	base := repo.DeepCopy()
+	controllerutil.RemoveFinalizer(repo, Finalizer)
+	if err := r.Client.Patch(ctx, repo, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	r.forget(client.ObjectKeyFromObject(repo))
+	return nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.Opts.Tracker.Forget(key)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, key)
+	delete(r.attempted, key)
+}
+
+// bundleStatus reads the GitRepo's Bundles and their BundleDeployments from
+// the cache.
+func (r *Reconciler) bundleStatus(ctx context.Context, repo *fleet.GitRepo) (bundleStatus, error) {
+	var bundles fleet.BundleList
+	if err := r.Client.List(ctx, &bundles, client.InNamespace(repo.Namespace), client.MatchingLabels{fleet.RepoLabel: repo.Name}); err != nil {
+		return bundleStatus{}, err
+	}
+	var bds fleet.BundleDeploymentList
+	if err := r.Client.List(ctx, &bds, client.MatchingLabels{fleet.RepoLabel: repo.Name, fleet.BundleNamespaceLabel: repo.Namespace}); err != nil {
+		return bundleStatus{}, err
+	}
+	return summarizeBundles(bundles.Items, bds.Items), nil
+}

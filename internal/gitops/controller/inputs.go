@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/bundlereader"
+	"github.com/fleetgo/fleet/internal/gitops/git"
+)
+
+// DefaultClientSecretName is used when clientSecretName is empty and a
+// Secret of this name exists in the GitRepo's namespace (as in Fleet).
+const DefaultClientSecretName = "gitcredential"
+
+// Helm secret keys (Fleet's names).
+const (
+	helmKeyUsername    = "username"
+	helmKeyPassword    = "password"
+	helmKeyCACerts     = "cacerts"
+	helmKeyInsecure    = "insecureSkipVerify"
+	helmKeyBasicHTTP   = "basicHTTP"
+	helmKeyPathsSecret = "secrets-path.yaml"
+)
+
+// inputError is bad user input (a missing or malformed Secret): retrying
+// without a change will not help, so the GitRepo is marked Stalled.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func getSecret(ctx context.Context, r client.Reader, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// remoteFor builds the git remote of a GitRepo, reading its client Secret.
+func remoteFor(ctx context.Context, r client.Reader, repo *fleet.GitRepo, opts Options) (git.Remote, error) {
+	rem := git.Remote{
+		URL:             repo.Spec.Repo,
+		Branch:          repo.Spec.Branch,
+		Revision:        repo.Spec.Revision,
+		CABundle:        repo.Spec.CABundle,
+		InsecureSkipTLS: repo.Spec.InsecureSkipTLSverify,
+		Timeout:         opts.GitTimeout,
+	}
+	name := repo.Spec.ClientSecretName
+	s, err := getSecret(ctx, r, repo.Namespace, orDefault(name, DefaultClientSecretName))
+	switch {
+	case apierrors.IsNotFound(err) && name == "":
+		return rem, nil
+	case apierrors.IsNotFound(err):
+		return rem, &inputError{fmt.Errorf("client secret %q not found", name)}
+	case err != nil:
+		return rem, fmt.Errorf("reading client secret: %w", err)
+	}
+	rem.Credentials = git.CredentialsFromSecret(s)
+	return rem, nil
+}
+
+// helmPathAuth is one entry of the helmSecretNameForPaths Secret.
+type helmPathAuth struct {
+	Username           string `json:"username,omitempty"`
+	Password           string `json:"password,omitempty"`
+	CABundle           []byte `json:"caBundle,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
+}
+
+// helmAuth reads helmSecretName and helmSecretNameForPaths.
+func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
+	var auth bundlereader.HelmAuth
+	if name := repo.Spec.HelmSecretName; name != "" {
+		s, err := getSecret(ctx, r, repo.Namespace, name)
+		if apierrors.IsNotFound(err) {
+			return auth, nil, &inputError{fmt.Errorf("helm secret %q not found", name)}
+		}
+		if err != nil {
+			return auth, nil, fmt.Errorf("reading helm secret: %w", err)
+		}
+		auth.Username = string(s.Data[helmKeyUsername])
+		auth.Password = string(s.Data[helmKeyPassword])
+		auth.CABundle = s.Data[helmKeyCACerts]
+		auth.InsecureSkipTLS, _ = strconv.ParseBool(string(s.Data[helmKeyInsecure]))
+		auth.BasicHTTP, _ = strconv.ParseBool(string(s.Data[helmKeyBasicHTTP]))
+	}
+	if len(auth.CABundle) == 0 {
+		auth.CABundle = repo.Spec.CABundle
+	}
+	name := repo.Spec.HelmSecretNameForPaths
+	if name == "" {
+		return auth, nil, nil
+	}
+	s, err := getSecret(ctx, r, repo.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q not found", name)}
+	}
+	if err != nil {
+		return auth, nil, fmt.Errorf("reading helm secret for paths: %w", err)
+	}
+	var entries map[string]helmPathAuth
+	if err := yaml.Unmarshal(s.Data[helmKeyPathsSecret], &entries); err != nil {
+		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q: key %s: %v", name, helmKeyPathsSecret, err)}
+	}
+	byPath := map[string]bundlereader.HelmAuth{}
+	for p, e := range entries {
+		byPath[p] = bundlereader.HelmAuth{
+			Username: e.Username, Password: e.Password, CABundle: e.CABundle,
+			InsecureSkipTLS: e.InsecureSkipVerify, BasicHTTP: e.BasicHTTP,
+		}
+	}
+	return auth, byPath, nil
+}
+
+// targetsFor turns GitRepo targets into bundle targets and restrictions:
+// each entry is both, and no entry means the ClusterGroup "default"
+// (Fleet's targets.yaml).
+func targetsFor(repo *fleet.GitRepo) ([]fleet.BundleTarget, []fleet.BundleTargetRestriction) {
+	gts := repo.Spec.Targets
+	if len(gts) == 0 {
+		gts = []fleet.GitTarget{{Name: "default", ClusterGroup: fleet.DefaultClusterGroup}}
+	}
+	targets := make([]fleet.BundleTarget, 0, len(gts))
+	restrictions := make([]fleet.BundleTargetRestriction, 0, len(gts))
+	for _, t := range gts {
+		targets = append(targets, fleet.BundleTarget{
+			Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector.DeepCopy(),
+			ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector.DeepCopy(),
+		})
+		restrictions = append(restrictions, fleet.BundleTargetRestriction{
+			Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector.DeepCopy(),
+			ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector.DeepCopy(),
+		})
+	}
+	return targets, restrictions
+}
+
+// bundleLabels are the GitRepo's own labels plus repo-name and commit.
+func bundleLabels(repo *fleet.GitRepo, commit string) map[string]string {
+	l := maps.Clone(repo.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[fleet.RepoLabel] = repo.Name
+	l[fleet.CommitLabel] = commit
+	return l
+}
+
+// readerOptions assembles the bundle reader options of a GitRepo.
+func readerOptions(repo *fleet.GitRepo, commit string, auth bundlereader.HelmAuth, byPath map[string]bundlereader.HelmAuth, limits bundlereader.Limits) bundlereader.Options {
+	targets, restrictions := targetsFor(repo)
+	return bundlereader.Options{
+		Namespace:          repo.Namespace,
+		Labels:             bundleLabels(repo, commit),
+		Targets:            targets,
+		TargetRestrictions: restrictions,
+		ServiceAccount:     repo.Spec.ServiceAccount,
+		TargetNamespace:    repo.Spec.TargetNamespace,
+		Paused:             repo.Spec.Paused,
+		KeepResources:      repo.Spec.KeepResources,
+		DeleteNamespace:    repo.Spec.DeleteNamespace,
+		CorrectDrift:       repo.Spec.CorrectDrift.DeepCopy(),
+		SyncGeneration:     repo.Spec.ForceSyncGeneration,
+		Auth:               auth,
+		AuthByPath:         byPath,
+		HelmRepoURLRegex:   repo.Spec.HelmRepoURLRegex,
+		Limits:             limits,
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

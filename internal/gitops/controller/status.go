@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/summary"
+)
+
+// Condition reasons set by this controller.
+const (
+	ReasonAccepted      = "Accepted"
+	ReasonPolled        = "Polled"
+	ReasonPollFailed    = "PollFailed"
+	ReasonPollDisabled  = "PollingDisabled"
+	ReasonSynced        = "Synced"
+	ReasonSyncing       = "Syncing"
+	ReasonFetchFailed   = "FetchFailed"
+	ReasonBuildFailed   = "BuildFailed"
+	ReasonApplyFailed   = "ApplyFailed"
+	ReasonInvalidSpec   = "InvalidSpec"
+	ReasonBundlesReady  = "BundlesReady"
+	ReasonNotReady      = "BundlesNotReady"
+	ReasonWaitingBundle = "WaitingForBundles"
+)
+
+// syncOutcome is what the last poll and sync did; the status functions
+// turn it into conditions without any I/O.
+type syncOutcome struct {
+	// PollErr is the error of the ref lookup (nil when it worked or was
+	// not due).
+	PollErr error
+	// SyncErr is the error of fetch/build/apply; Stalled says retrying the
+	// same commit will not help (a broken commit, bad spec or credentials).
+	SyncErr error
+	Stalled bool
+	// SyncReason is the condition reason for SyncErr.
+	SyncReason string
+	// PollingDisabled reflects spec.disablePolling.
+	PollingDisabled bool
+}
+
+// bundleStatus summarises the GitRepo's Bundles and their deployments.
+type bundleStatus struct {
+	Summary              fleet.BundleSummary
+	ReadyClusters        int
+	DesiredReadyClusters int
+	ResourceCounts       fleet.ResourceCounts
+	PerCluster           map[string]*fleet.ResourceCounts
+	// Waiting names Bundles whose status does not yet reflect their spec.
+	Waiting []string
+	Count   int
+}
+
+// summarizeBundles adds up the Bundles' summaries (computed by the targeting
+// controller) and the BundleDeployments' resource counts.
+func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bundleStatus {
+	var out bundleStatus
+	out.Count = len(bundles)
+	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
+	first := true
+	for i := range bundles {
+		b := &bundles[i]
+		summary.Add(&out.Summary, b.Status.Summary)
+		if b.Status.ObservedGeneration != b.Generation {
+			out.Waiting = append(out.Waiting, b.Name)
+		}
+		if first || b.Status.Summary.Ready < out.ReadyClusters {
+			out.ReadyClusters = b.Status.Summary.Ready
+		}
+		if b.Status.Summary.DesiredReady > out.DesiredReadyClusters {
+			out.DesiredReadyClusters = b.Status.Summary.DesiredReady
+		}
+		first = false
+	}
+	if len(out.Summary.NonReadyResources) > summary.MaxNonReadyResources {
+		out.Summary.NonReadyResources = out.Summary.NonReadyResources[:summary.MaxNonReadyResources]
+	}
+	for i := range bds {
+		bd := &bds[i]
+		out.ResourceCounts.Add(bd.Status.ResourceCounts)
+		id := bd.Labels[fleet.ClusterNamespaceLabel] + "/" + bd.Labels[fleet.ClusterLabel]
+		if out.PerCluster == nil {
+			out.PerCluster = map[string]*fleet.ResourceCounts{}
+		}
+		if out.PerCluster[id] == nil {
+			out.PerCluster[id] = &fleet.ResourceCounts{}
+		}
+		out.PerCluster[id].Add(bd.Status.ResourceCounts)
+	}
+	return out
+}
+
+// setBundleStatus writes the bundle roll-up into the status.
+func setBundleStatus(st *fleet.GitRepoStatus, bs bundleStatus) {
+	st.Summary = bs.Summary
+	st.ReadyClusters = bs.ReadyClusters
+	st.DesiredReadyClusters = bs.DesiredReadyClusters
+	st.ResourceCounts = bs.ResourceCounts
+	st.PerClusterResourceCounts = bs.PerCluster
+	st.Display.ReadyBundleDeployments = summary.ReadyCount(bs.Summary)
+}
+
+// setConditions computes every condition this controller owns from the
+// outcome of the last poll/sync and the bundle roll-up. Ready is True only
+// when the last sync worked AND every deployment is ready, so a failing
+// sync is never hidden behind healthy old deployments (rancher/fleet#4865).
+func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs bundleStatus) {
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation,
+		})
+	}
+	if o.Stalled && o.SyncReason == ReasonInvalidSpec {
+		set(fleet.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec, o.SyncErr.Error())
+	} else {
+		set(fleet.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, "")
+	}
+
+	switch {
+	case o.PollingDisabled:
+		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonPollDisabled, "polling is disabled; waiting for webhooks")
+	case o.PollErr != nil:
+		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonPollFailed, o.PollErr.Error())
+	default:
+		set(fleet.ConditionGitPolling, metav1.ConditionTrue, ReasonPolled, "")
+	}
+
+	failure := o.SyncErr
+	reason := o.SyncReason
+	if failure == nil && o.PollErr != nil {
+		failure, reason = o.PollErr, ReasonPollFailed
+	}
+	switch {
+	case failure != nil && o.Stalled:
+		set(fleet.ConditionStalled, metav1.ConditionTrue, reason, failure.Error())
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, reason, "")
+	case failure != nil:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, reason, "")
+		set(fleet.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+failure.Error())
+	case len(bs.Waiting) > 0:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonSynced, "")
+		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonWaitingBundle, fmt.Sprintf("waiting for %d bundle(s) to be processed", len(bs.Waiting)))
+	default:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonSynced, "")
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, ReasonSynced, "")
+	}
+
+	readyMsg := summary.ReadyMessage(bs.Summary, "Bundle")
+	switch {
+	case failure != nil:
+		set(fleet.ConditionReady, metav1.ConditionFalse, reason, failure.Error())
+		st.Display.State, st.Display.Message, st.Display.Error = "GitError", failure.Error(), true
+	case !summary.IsReady(bs.Summary) || len(bs.Waiting) > 0:
+		if readyMsg == "" {
+			readyMsg = fmt.Sprintf("waiting for %d bundle(s) to be processed", len(bs.Waiting))
+		}
+		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonNotReady, readyMsg)
+		st.Display.State, st.Display.Message, st.Display.Error = string(summary.WorstState(bs.Summary)), readyMsg, false
+	default:
+		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundlesReady, "")
+		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), "", false
+	}
+}

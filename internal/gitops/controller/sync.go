@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
+	"github.com/fleetgo/fleet/internal/bundlereader"
+	"github.com/fleetgo/fleet/internal/gitops/git"
+	"github.com/fleetgo/fleet/internal/gitops/poll"
+)
+
+func metaNow() metav1.Time { return metav1.NewTime(time.Now().Truncate(time.Second)) }
+
+// pollAndSync checks the remote when a poll is due and syncs when the
+// commit, the spec or forceSyncGeneration changed. It returns the outcome to
+// show and when to come back.
+func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (syncOutcome, time.Duration) {
+	key := client.ObjectKeyFromObject(repo)
+	interval := poll.Interval(repo.Spec.PollingInterval)
+	stamp := [2]int64{repo.Generation, repo.Spec.ForceSyncGeneration}
+
+	r.mu.Lock()
+	last, seen := r.last[key]
+	specNew := r.attempted[key] != stamp && (repo.Status.ObservedGeneration != repo.Generation ||
+		repo.Status.UpdateGeneration != repo.Spec.ForceSyncGeneration)
+	r.mu.Unlock()
+
+	due, wait := r.Opts.Tracker.Due(key)
+	attempts := r.Opts.Tracker.Attempts(key)
+	webhookNew := repo.Status.LastWebhookTime != nil && len(attempts) > 0 &&
+		repo.Status.LastWebhookTime.After(attempts[len(attempts)-1])
+	if repo.Spec.DisablePolling && seen && last.PollErr == nil && last.SyncErr == nil {
+		// Without polling the timer only retries failures.
+		due = false
+		wait = 0
+	}
+	if !due && !specNew && !webhookNew && seen {
+		last.PollingDisabled = repo.Spec.DisablePolling
+		return last, wait
+	}
+
+	out := syncOutcome{PollingDisabled: repo.Spec.DisablePolling}
+	r.mu.Lock()
+	r.attempted[key] = stamp
+	r.mu.Unlock()
+
+	retrySync := seen && last.SyncErr != nil
+	err := r.poll(ctx, repo, retrySync, &out)
+	next := r.Opts.Tracker.Record(key, interval, err)
+	r.mu.Lock()
+	r.last[key] = out
+	r.mu.Unlock()
+	if repo.Spec.DisablePolling && err == nil {
+		return out, 0
+	}
+	return out, next
+}
+
+// poll does the ref lookup and, when needed, the sync (also when the last
+// sync failed: it is retried on the backoff schedule). The returned error
+// drives the backoff; out carries what the user should see.
+func (r *Reconciler) poll(ctx context.Context, repo *fleet.GitRepo, retrySync bool, out *syncOutcome) error {
+	remote, err := remoteFor(ctx, r.APIReader, repo, r.Opts)
+	if err != nil {
+		out.PollErr = err
+		out.Stalled, out.SyncReason = isInputError(err), ReasonInvalidSpec
+		return err
+	}
+	commit, err := git.LatestCommit(ctx, remote)
+	if err != nil {
+		out.PollErr = err
+		out.Stalled = errors.Is(err, git.ErrBadCredentials) || errors.Is(err, git.ErrRefNotFound)
+		out.SyncReason = ReasonPollFailed
+		return err
+	}
+	if repo.Status.PollingCommit != commit {
+		repo.Status.PollingCommit = commit
+		now := metaNow()
+		repo.Status.LastPollingTime = &now
+	}
+	upToDate := commit == repo.Status.Commit &&
+		repo.Status.ObservedGeneration == repo.Generation &&
+		repo.Status.UpdateGeneration == repo.Spec.ForceSyncGeneration &&
+		!retrySync
+	if upToDate {
+		return nil
+	}
+	if err := r.sync(ctx, repo, remote, commit); err != nil {
+		out.SyncErr = err
+		var se *syncError
+		if errors.As(err, &se) {
+			out.SyncReason, out.Stalled = se.reason, se.stalled
+		}
+		return err
+	}
+	return nil
+}
+
+// syncError carries the condition reason and whether the input is at fault.
+type syncError struct {
+	reason  string
+	stalled bool
+	err     error
+}
+
+func (e *syncError) Error() string { return e.err.Error() }
+func (e *syncError) Unwrap() error { return e.err }
+
+func isInputError(err error) bool {
+	var ie *inputError
+	return errors.As(err, &ie)
+}
+
+// sync fetches commit, builds its Bundles and applies them. Nothing is
+// written unless every bundle of the commit was built, so a broken commit
+// leaves the previous Bundles (and deployments) untouched.
+func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.Remote, commit string) error {
+	log := ctrl.LoggerFrom(ctx)
+	dir, err := os.MkdirTemp("", "fleet-gitrepo-")
+	if err != nil {
+		return &syncError{reason: ReasonFetchFailed, err: err}
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	fetchRemote := remote
+	fetchRemote.Timeout = 4 * r.Opts.GitTimeout
+	fetched, err := git.Fetch(ctx, fetchRemote, dir, git.FetchOptions{Commit: commit, Limits: r.Opts.CheckoutLimits})
+	if err != nil {
+		stalled := errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrUnsafePath)
+		return &syncError{reason: ReasonFetchFailed, stalled: stalled, err: fmt.Errorf("fetching %s: %w", short(commit), err)}
+	}
+	auth, byPath, err := helmAuth(ctx, r.APIReader, repo)
+	if err != nil {
+		return &syncError{reason: ReasonInvalidSpec, stalled: isInputError(err), err: err}
+	}
+	opts := readerOptions(repo, fetched, auth, byPath, r.Opts.BundleLimits)
+	opts.Warn = func(msg string) { log.Info("bundle warning", "gitrepo", repo.Name, "warning", msg) }
+	bundles, err := bundlereader.Read(ctx, repo.Name, filepath.Join(dir, "source"), repo.Spec.Paths, opts)
+	if err != nil {
+		return &syncError{reason: ReasonBuildFailed, stalled: true, err: fmt.Errorf("commit %s: %w", short(fetched), err)}
+	}
+	if _, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
+		Namespace:     repo.Namespace,
+		PruneSelector: map[string]string{fleet.RepoLabel: repo.Name},
+	}); err != nil {
+		return &syncError{reason: ReasonApplyFailed, err: fmt.Errorf("applying bundles of %s: %w", short(fetched), err)}
+	}
+	repo.Status.Commit = fetched
+	repo.Status.ObservedGeneration = repo.Generation
+	repo.Status.UpdateGeneration = repo.Spec.ForceSyncGeneration
+	log.V(1).Info("synced", "gitrepo", client.ObjectKeyFromObject(repo), "commit", fetched, "bundles", len(bundles))
+	return nil
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// emitEvents records events only for changes: a new commit applied, a new
+// failure (or a different one), and recovery from a failure.
+func (r *Reconciler) emitEvents(old, repo *fleet.GitRepo) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range eventsFor(&old.Status, &repo.Status) {
+		r.Recorder.Eventf(repo, nil, e.typ, e.reason, e.reason, "%s", e.msg)
+	}
+}
+
+type eventInfo struct{ typ, reason, msg string }
+
+// failureReasons are Ready reasons that mean the last attempt failed.
+var failureReasons = map[string]bool{
+	ReasonPollFailed: true, ReasonFetchFailed: true, ReasonBuildFailed: true,
+	ReasonApplyFailed: true, ReasonInvalidSpec: true,
+}
+
+// eventsFor compares two statuses and names the events a user should see.
+func eventsFor(old, cur *fleet.GitRepoStatus) []eventInfo {
+	var out []eventInfo
+	if cur.Commit != "" && cur.Commit != old.Commit {
+		out = append(out, eventInfo{typ: corev1.EventTypeNormal, reason: "GotNewCommit", msg: "applied commit " + cur.Commit})
+	}
+	oc := meta.FindStatusCondition(old.Conditions, fleet.ConditionReady)
+	nc := meta.FindStatusCondition(cur.Conditions, fleet.ConditionReady)
+	wasFailing := oc != nil && failureReasons[oc.Reason]
+	isFailing := nc != nil && failureReasons[nc.Reason]
+	switch {
+	case isFailing && (!wasFailing || oc.Message != nc.Message):
+		out = append(out, eventInfo{typ: corev1.EventTypeWarning, reason: nc.Reason, msg: nc.Message})
+	case wasFailing && !isFailing:
+		out = append(out, eventInfo{typ: corev1.EventTypeNormal, reason: "Recovered", msg: "git sync works again"})
+	}
+	return out
+}
