@@ -2,6 +2,7 @@ package bundlereader
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -423,7 +424,7 @@ func (cf *chartFetcher) storeArchive(h *fleet.HelmOptions, repoURL, chart, versi
 // uncompressed size, the number of entries and each path are checked, so a
 // zip bomb or a path escaping the chart is refused.
 func extractChart(data []byte, limits Limits) (string, []file, error) {
-	gz, err := gzip.NewReader(strings.NewReader(string(data)))
+	gz, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return "", nil, fmt.Errorf("not a gzip-compressed chart archive: %w", err)
 	}
