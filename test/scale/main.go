@@ -33,6 +33,7 @@ func main() {
 		checkin  = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
 		profile  = flag.Int("profile-seconds", 30, "manager CPU profile length during the measured rollout; -1 disables")
 		jsonOnly = flag.Bool("json", false, "print only JSON")
+		real     = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -61,7 +62,7 @@ func main() {
 			os.Exit(2)
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
-			CheckinInterval: *checkin, ProfileSeconds: *profile, Log: os.Stderr}
+			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)
 		}

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 
 // TestTinyScenario runs the 20-cluster scenario end to end: real API
 // servers, the manager, 20 simulated agents registering through the token
-// flow and deploying for real. It checks outcomes only (everything Ready,
+// flow and deploying for real, plus one real fleet-agent process. It checks outcomes only (everything Ready,
 // every figure measured), never how long anything took.
 func TestTinyScenario(t *testing.T) {
 	sc, err := harness.Lookup("tiny")
@@ -28,7 +28,7 @@ func TestTinyScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res, err := harness.Run(ctx, sc, harness.Options{OutDir: t.TempDir(), Idle: 10 * time.Second,
-		PhaseTimeout: 5 * time.Minute, ProfileSeconds: 2})
+		PhaseTimeout: 5 * time.Minute, ProfileSeconds: 2, RealAgent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +58,9 @@ func TestTinyScenario(t *testing.T) {
 	}
 	if res.Manager.CPUSeconds <= 0 || res.Manager.PeakRSSMiB <= 0 || res.Agents.PeakRSSMiB <= 0 || res.Agents.PerClusterKiB <= 0 {
 		t.Errorf("process figures missing: manager %+v agents %+v", res.Manager, res.Agents)
+	}
+	if res.RealAgent == nil || res.RealAgent.RSSMiB <= 0 {
+		t.Errorf("the real fleet-agent's memory was not measured: %+v", res.RealAgent)
 	}
 	if res.Idle == nil || res.Idle.WindowSeconds <= 0 {
 		t.Errorf("idle window not measured: %+v", res.Idle)

@@ -69,6 +69,7 @@ type Result struct {
 	Manager             Process            `json:"manager"`
 	ManagerCPUByPhase   map[string]float64 `json:"managerCPUByPhase"`
 	Agents              Process            `json:"agents"`
+	RealAgent           *Process           `json:"realAgent,omitempty"`
 	Idle                *Requests          `json:"idle,omitempty"`
 	IdleAPIRequestsAll  float64            `json:"idleAPIRequestsAllClients,omitempty"`
 	IdleMutatingAllPerM float64            `json:"idleMutatingPerMinuteAllClients,omitempty"`
@@ -126,6 +127,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
 	row("agents process RSS", "peak %.0f MiB, end %.0f MiB, base %.0f MiB -> %.0f KiB per simulated cluster",
 		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
+	if r.RealAgent != nil {
+		row("one real fleet-agent", "RSS %.0f MiB at the end (peak %.0f MiB), CPU %.1fs", r.RealAgent.RSSMiB, r.RealAgent.PeakRSSMiB, r.RealAgent.CPUSeconds)
+	}
 	if r.Idle != nil {
 		row("idle API requests", "%.3f per agent per minute over %.0fs (%d requests, %d heartbeats, %d other writes, by verb %v)",
 			r.Idle.PerAgentPerMinute, r.Idle.WindowSeconds, r.Idle.Total, r.Idle.Heartbeats, r.Idle.OtherWrites, r.Idle.ByVerb)

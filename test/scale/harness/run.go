@@ -46,6 +46,9 @@ type Options struct {
 	// ProfileSeconds is the length of the manager CPU profile taken at the
 	// start of the measured rollout (default 30; negative disables).
 	ProfileSeconds int
+	// RealAgent also runs one real fleet-agent process (built from
+	// cmd/fleet-agent) and reports its resident memory at the end.
+	RealAgent bool
 	// Log receives progress lines (default: discard).
 	Log io.Writer
 }
@@ -108,7 +111,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	defer func() { _ = up.Stop() }()
 	var down *testenv.Cluster
-	if sc.Mode == simulator.RealApply {
+	if sc.Mode == simulator.RealApply || o.RealAgent {
 		logf("starting downstream API server")
 		if down, err = testenv.Start(testenv.Options{Name: "scale-downstream", WithoutCRDs: true}); err != nil {
 			return nil, err
@@ -172,6 +175,16 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	logf("registration: %d of %d checked in, total %.1fs", res.Registration.Count, sc.Clusters, res.Registration.TotalSeconds)
 	if !ok {
 		res.problem("only %d of %d agents registered and checked in within %s (see %s)", res.Registration.Count, sc.Clusters, o.PhaseTimeout, o.OutDir)
+	}
+
+	var real *realAgent
+	if o.RealAgent {
+		logf("starting a real fleet-agent")
+		if real, err = startRealAgent(ctx, o.OutDir, down, boot, o.CheckinInterval); err != nil {
+			res.problem("real agent: %v", err)
+		} else {
+			defer real.stop()
+		}
 	}
 
 	if sc.Floor {
@@ -305,6 +318,18 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		RSSMiB: mib(arss), BaseRSSMiB: mib(agents.baseRSS)}
 	if sc.Clusters > 0 {
 		res.Agents.PerClusterKiB = float64(arss-agents.baseRSS) / 1024 / float64(sc.Clusters)
+	}
+	if real != nil {
+		select {
+		case err := <-real.exited:
+			res.problem("the real fleet-agent exited: %v (see %s/real-agent.log)", err, o.OutDir)
+		default:
+			pid := real.cmd.Process.Pid
+			res.RealAgent = &Process{CPUSeconds: cpuSeconds(pid), PeakRSSMiB: mib(peakRSSBytes(pid)), RSSMiB: mib(rssBytes(pid))}
+			if n := tr.checkedIn(); n != sc.Clusters+1 {
+				res.problem("the real fleet-agent did not check in (%d of %d clusters checked in)", n, sc.Clusters+1)
+			}
+		}
 	}
 	for _, c := range []*child{mgr, agents} {
 		if err := c.alive(); err != nil {

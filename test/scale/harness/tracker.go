@@ -245,3 +245,16 @@ func (t *tracker) snapshot(p *phase) (ready, written []time.Duration) {
 	defer t.mu.Unlock()
 	return p.durations(), since(p.start, p.written)
 }
+
+// checkedIn counts the Clusters whose agent has checked in.
+func (t *tracker) checkedIn() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, in := range t.clusters {
+		if in {
+			n++
+		}
+	}
+	return n
+}
