@@ -145,7 +145,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if b.Spec.ContentsID != "" {
 		manifestID = b.Spec.ContentsID
 	}
-	in, err := r.targetInput(ctx, b, manifestID)
+	in, err := TargetInput(ctx, r.Client, b, manifestID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -217,11 +217,12 @@ func pendingCreations(plans []*target.Plan) bool {
 	return false
 }
 
-// targetInput gathers, from the cache, every cluster the bundle can see and
-// the restrictions of its namespace.
-func (r *Reconciler) targetInput(ctx context.Context, b *fleet.Bundle, manifestID string) (target.Input, error) {
+// TargetInput gathers every cluster the bundle can see and the
+// restrictions of its namespace. The controller reads them from its cache;
+// `fleet target` from the API server.
+func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifestID string) (target.Input, error) {
 	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline}
-	namespaces, err := r.bundleNamespaces(ctx, b)
+	namespaces, err := bundleNamespaces(ctx, r, b)
 	if err != nil {
 		return in, err
 	}
@@ -264,7 +265,7 @@ func (r *Reconciler) targetInput(ctx context.Context, b *fleet.Bundle, manifestI
 
 // bundleNamespaces is the bundle's namespace plus those selected by the
 // BundleNamespaceMappings of its namespace that select the bundle.
-func (r *Reconciler) bundleNamespaces(ctx context.Context, b *fleet.Bundle) ([]string, error) {
+func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]string, error) {
 	out := []string{b.Namespace}
 	mappings := &fleet.BundleNamespaceMappingList{}
 	if err := r.List(ctx, mappings, client.InNamespace(b.Namespace)); err != nil {
