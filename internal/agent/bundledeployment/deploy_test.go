@@ -106,6 +106,20 @@ func TestRawManifestsDeployUpgradeUninstall(t *testing.T) {
 		t.Fatalf("release after upgrade = %q", bd.Status.Release)
 	}
 
+	// A third version: only maxHistory (default 2) revisions are kept.
+	b.files["cm.yaml"] = strings.Replace(rawCM, "blue", "red", 1)
+	id3 := put(t, b)
+	bd = waitState(t, "raw", id3, fleet.Ready)
+	wantData(t, "raw-ns", "raw", "color", "red")
+	if bd.Status.Release != "raw-ns/raw:3" {
+		t.Fatalf("release after second upgrade = %q", bd.Status.Release)
+	}
+	l, err := down.Clientset.CoreV1().Secrets("raw-ns").List(context.Background(), listOpts("owner=helm,name=raw"))
+	must(t, err)
+	if len(l.Items) != 2 {
+		t.Fatalf("%d release revisions kept, want 2", len(l.Items))
+	}
+
 	deleteBD(t, "raw")
 	wantGone(t, "raw-ns", "raw")
 	eventually(t, "release storage removed", func() error {
@@ -215,6 +229,21 @@ spec:
 	if size, _, _ := unstructured.NestedInt64(w.Object, "spec", "size"); size != 3 {
 		t.Fatalf("widget spec %v", w.Object["spec"])
 	}
+
+	// An upgrade that adds another CRD and a resource of it, in one pass too.
+	gadgetCRD := strings.NewReplacer("widgets", "gadgets", "Widget", "Gadget", "widget", "gadget").Replace(crd)
+	id2 := put(t, bundle{name: "crd", files: map[string]string{
+		"crd.yaml": crd, "widget.yaml": cr, "gcrd.yaml": gadgetCRD,
+		"gadget.yaml": "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n",
+	}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "crd-ns"}})
+	bd = waitState(t, "crd", id2, fleet.Ready)
+	if bd.Status.ResourceCounts.DesiredReady != 4 {
+		t.Fatalf("counts after upgrade %+v", bd.Status.ResourceCounts)
+	}
+	g := &unstructured.Unstructured{}
+	g.SetAPIVersion("example.com/v1")
+	g.SetKind("Gadget")
+	must(t, down.Client.Get(context.Background(), client.ObjectKey{Namespace: "crd-ns", Name: "g1"}, g))
 }
 
 // With `namespace` set, a cluster-scoped object is refused with a clear
