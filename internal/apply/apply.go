@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,9 +93,14 @@ const (
 	updated
 )
 
+// conflictBackoff is more patient than retry.DefaultRetry (5 steps), so that
+// several writers of one bundle (a GitOps job and a user's fleet apply) all
+// get through; jitter spreads them apart.
+var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 2 * time.Second}
+
 func applyOne(ctx context.Context, c client.Client, desired *fleet.Bundle) (outcome, error) {
 	result := unchanged
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		existing := &fleet.Bundle{}
 		err := c.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
