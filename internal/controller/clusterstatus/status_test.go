@@ -1,0 +1,121 @@
+package clusterstatus
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+func TestLivenessOf(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	seen := func(ago time.Duration) *fleet.Cluster {
+		c := &fleet.Cluster{}
+		c.Status.Agent.LastSeen = metav1.NewTime(now.Add(-ago))
+		return c
+	}
+	cases := []struct {
+		name string
+		c    *fleet.Cluster
+		want Liveness
+	}{
+		{"never seen", &fleet.Cluster{}, Liveness{Offline: true, NeverSeen: true}},
+		{"recent", seen(time.Minute), Liveness{NextCheck: 44 * time.Minute}},
+		{"exactly at threshold", seen(45 * time.Minute), Liveness{Offline: true}},
+		{"long gone", seen(5 * time.Hour), Liveness{Offline: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := LivenessOf(c.c, now, 45*time.Minute); got != c.want {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func bd(bundle, repo string, ready bool, counts fleet.ResourceCounts) fleet.BundleDeployment {
+	b := fleet.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Name: bundle, Labels: map[string]string{fleet.BundleLabel: bundle, fleet.BundleNamespaceLabel: "ws"}}}
+	if repo != "" {
+		b.Labels[fleet.RepoLabel] = repo
+	}
+	b.Spec.DeploymentID, b.Spec.StagedDeploymentID = "id", "id"
+	b.Status.AppliedDeploymentID, b.Status.Ready, b.Status.NonModified = "id", ready, true
+	b.Status.ResourceCounts = counts
+	return b
+}
+
+func TestComputeClusterStatus(t *testing.T) {
+	c := &fleet.Cluster{}
+	c.Status.Agent.LastSeen = metav1.Now()
+	bds := []fleet.BundleDeployment{
+		bd("a", "r1", true, fleet.ResourceCounts{Ready: 2, DesiredReady: 2}),
+		bd("b", "r1", false, fleet.ResourceCounts{NotReady: 1, DesiredReady: 1}),
+		bd("c", "r2", true, fleet.ResourceCounts{Ready: 1, DesiredReady: 1}),
+		bd("d", "", true, fleet.ResourceCounts{}),
+	}
+	cases := []struct {
+		name      string
+		live      Liveness
+		state     string
+		ready     string
+		condReady metav1.ConditionStatus
+		offline   metav1.ConditionStatus
+		gitrepos  string
+	}{
+		{"online", Liveness{NextCheck: time.Minute}, "NotReady", "3/4", metav1.ConditionFalse, metav1.ConditionFalse, "1/2"},
+		{"offline", Liveness{Offline: true}, "Offline", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2"},
+		{"never checked in", Liveness{Offline: true, NeverSeen: true}, "WaitCheckIn", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ComputeClusterStatus(c, append([]fleet.BundleDeployment(nil), bds...), tc.live)
+			if got.State != tc.state || got.ReadyBundles != tc.ready || got.Ready.Status != tc.condReady || got.Offline.Status != tc.offline ||
+				fmt.Sprintf("%d/%d", got.ReadyGitRepos, got.DesiredReadyGitRepos) != tc.gitrepos {
+				t.Fatalf("got state %s ready %s cond %s offline %s gitrepos %d/%d", got.State, got.ReadyBundles, got.Ready.Status, got.Offline.Status, got.ReadyGitRepos, got.DesiredReadyGitRepos)
+			}
+			if got.ResourceCounts.Ready != 3 || got.ResourceCounts.DesiredReady != 4 {
+				t.Fatalf("resource counts %+v", got.ResourceCounts)
+			}
+		})
+	}
+	all := ComputeClusterStatus(c, []fleet.BundleDeployment{bd("a", "", true, fleet.ResourceCounts{})}, Liveness{NextCheck: time.Minute})
+	if all.State != "Ready" || all.Ready.Status != metav1.ConditionTrue || all.Ready.Message != "" {
+		t.Fatalf("all ready: %+v", all)
+	}
+}
+
+func TestComputeGroupStatus(t *testing.T) {
+	mk := func(name, env string, ready bool, s fleet.BundleSummary) fleet.Cluster {
+		c := fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws", Labels: map[string]string{"env": env}}}
+		st := metav1.ConditionFalse
+		if ready {
+			st = metav1.ConditionTrue
+		}
+		c.Status.Conditions = []metav1.Condition{{Type: fleet.ConditionReady, Status: st}}
+		c.Status.Summary = s
+		return c
+	}
+	var clusters []fleet.Cluster
+	for i := 0; i < 15; i++ {
+		clusters = append(clusters, mk(fmt.Sprintf("p%02d", i), "prod", i < 2, fleet.BundleSummary{Ready: 1, NotReady: 1, DesiredReady: 2}))
+	}
+	clusters = append(clusters, mk("d", "dev", true, fleet.BundleSummary{Ready: 5, DesiredReady: 5}))
+	other := mk("elsewhere", "prod", true, fleet.BundleSummary{})
+	other.Namespace = "other"
+	clusters = append(clusters, other)
+	g := &fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "ws"}, Spec: fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}
+	st := ComputeGroupStatus(g, clusters)
+	if st.ClusterCount != 15 || st.NonReadyClusterCount != 13 || len(st.NonReadyClusters) != 10 || st.Display.ReadyClusters != "2/15" || st.Display.ReadyBundles != "15/30" {
+		t.Fatalf("status %+v", st)
+	}
+	if st.Conditions[0].Status != metav1.ConditionFalse {
+		t.Fatalf("condition %+v", st.Conditions)
+	}
+	empty := ComputeGroupStatus(&fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ws"}}, clusters)
+	if empty.ClusterCount != 0 || empty.Display.ReadyClusters != "0/0" {
+		t.Fatalf("nil selector must match nothing: %+v", empty)
+	}
+}
