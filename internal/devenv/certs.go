@@ -24,13 +24,13 @@ type pki struct {
 	dir string
 }
 
-func (p pki) caCert() string     { return filepath.Join(p.dir, "ca.crt") }
-func (p pki) caKey() string      { return filepath.Join(p.dir, "ca.key") }
+func (p pki) caCert() string      { return filepath.Join(p.dir, "ca.crt") }
+func (p pki) caKey() string       { return filepath.Join(p.dir, "ca.key") }
 func (p pki) servingCert() string { return filepath.Join(p.dir, "apiserver.crt") }
-func (p pki) servingKey() string { return filepath.Join(p.dir, "apiserver.key") }
-func (p pki) adminCert() string  { return filepath.Join(p.dir, "admin.crt") }
-func (p pki) adminKey() string   { return filepath.Join(p.dir, "admin.key") }
-func (p pki) saKey() string      { return filepath.Join(p.dir, "sa.key") }
+func (p pki) servingKey() string  { return filepath.Join(p.dir, "apiserver.key") }
+func (p pki) adminCert() string   { return filepath.Join(p.dir, "admin.crt") }
+func (p pki) adminKey() string    { return filepath.Join(p.dir, "admin.key") }
+func (p pki) saKey() string       { return filepath.Join(p.dir, "sa.key") }
 
 // ensure creates whatever is missing. A partial set (a crash while writing)
 // is recreated from scratch only when the CA itself is missing.

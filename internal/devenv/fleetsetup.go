@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -40,6 +44,7 @@ var ExampleBundlePaths = []string{"simple", "kustomize", "helm"}
 func (e *Env) setupFleet(ctx context.Context) error {
 	up, dev, prod := e.planes[0], e.planes[1], e.planes[2]
 	e.phase("installing the Fleet CRDs in the upstream cluster")
+	quietControllerRuntimeLog()
 	if _, err := envtest.InstallCRDs(up.config, envtest.CRDInstallOptions{
 		Paths:              []string{filepath.Join(e.opts.RepoRoot, "charts", "fleet-crd", "templates")},
 		ErrorIfPathMissing: true,
@@ -260,3 +265,12 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 		}
 	}
 }
+
+// quietControllerRuntimeLog gives controller-runtime a logger when nobody
+// has (the CLI does not), so that InstallCRDs does not print a warning with
+// a stack trace; its messages are not useful to a quickstart user.
+func quietControllerRuntimeLog() {
+	logOnce.Do(func() { ctrllog.SetLogger(logr.Discard()) })
+}
+
+var logOnce sync.Once

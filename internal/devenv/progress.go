@@ -21,7 +21,8 @@ type Progress struct {
 	// Bundles of the example GitRepo, and how many of their deployments
 	// are Ready out of how many exist.
 	Bundles, Ready, Deployments int
-	// Done is true when every example bundle is Ready on both clusters.
+	// Done is true when both agents have checked in and every example
+	// bundle is Ready on both clusters.
 	Done bool
 	// Problem is the first thing that is not Ready, if any.
 	Problem string
@@ -42,9 +43,14 @@ func CheckProgress(ctx context.Context, c client.Reader) (Progress, error) {
 	if err != nil {
 		return p, err
 	}
-	for _, cl := range f.Clusters {
+	checkedIn := 0
+	for i := range f.Clusters {
+		cl := &f.Clusters[i]
 		if env := cl.Labels["env"]; env != "" && cl.Status.Namespace != "" {
 			p.Clusters[env] = cl.Name
+			if st := statusview.ClusterState(cl); st != string(fleet.Offline) && st != "WaitCheckIn" {
+				checkedIn++
+			}
 		}
 	}
 	p.View = statusview.Build(f)
@@ -69,7 +75,7 @@ func CheckProgress(ctx context.Context, c client.Reader) (Progress, error) {
 		pr := p.View.Problems[0]
 		p.Problem = fmt.Sprintf("%s: %s: %s", pr.Object, pr.State, pr.Message)
 	}
-	p.Done = len(p.Clusters) == 2 && p.Bundles == len(ExampleBundlePaths) &&
+	p.Done = len(p.Clusters) == 2 && checkedIn == 2 && p.Bundles == len(ExampleBundlePaths) &&
 		p.Deployments == 2*len(ExampleBundlePaths) && p.Ready == p.Deployments
 	return p, nil
 }
