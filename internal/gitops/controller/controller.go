@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -194,6 +194,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	old := repo.DeepCopy()
 	out, requeue := r.pollAndSync(ctx, repo)
+	repo.Status.ConsecutiveFailures = r.Opts.Tracker.Failures(req.NamespacedName)
 	bs, err := r.bundleStatus(ctx, repo)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -115,8 +115,13 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation,
 		})
 	}
-	if o.Stalled && o.SyncReason == ReasonInvalidSpec {
-		set(fleet.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec, o.SyncErr.Error())
+	failure := o.SyncErr
+	reason := o.SyncReason
+	if failure == nil && o.PollErr != nil {
+		failure, reason = o.PollErr, ReasonPollFailed
+	}
+	if failure != nil && o.Stalled && o.SyncReason == ReasonInvalidSpec {
+		set(fleet.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec, failure.Error())
 	} else {
 		set(fleet.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, "")
 	}
@@ -130,11 +135,6 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 		set(fleet.ConditionGitPolling, metav1.ConditionTrue, ReasonPolled, "")
 	}
 
-	failure := o.SyncErr
-	reason := o.SyncReason
-	if failure == nil && o.PollErr != nil {
-		failure, reason = o.PollErr, ReasonPollFailed
-	}
 	switch {
 	case failure != nil && o.Stalled:
 		set(fleet.ConditionStalled, metav1.ConditionTrue, reason, failure.Error())

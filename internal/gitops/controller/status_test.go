@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+func bundle(name string, gen, observed int64, s fleet.BundleSummary) fleet.Bundle {
+	return fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: gen},
+		Status:     fleet.BundleStatus{ObservedGeneration: observed, Summary: s},
+	}
+}
+
+func TestSummarizeBundles(t *testing.T) {
+	bundles := []fleet.Bundle{
+		bundle("b", 1, 1, fleet.BundleSummary{Ready: 2, DesiredReady: 3, NotReady: 1,
+			NonReadyResources: []fleet.NonReadyResource{{Name: "b", State: fleet.NotReady}}}),
+		bundle("a", 2, 1, fleet.BundleSummary{Ready: 3, DesiredReady: 3}),
+	}
+	bds := []fleet.BundleDeployment{
+		{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleet.ClusterNamespaceLabel: "ns1", fleet.ClusterLabel: "c1"}},
+			Status: fleet.BundleDeploymentStatus{ResourceCounts: fleet.ResourceCounts{Ready: 2, DesiredReady: 2}}},
+		{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleet.ClusterNamespaceLabel: "ns1", fleet.ClusterLabel: "c1"}},
+			Status: fleet.BundleDeploymentStatus{ResourceCounts: fleet.ResourceCounts{NotReady: 1, DesiredReady: 1}}},
+	}
+	bs := summarizeBundles(bundles, bds)
+	if bs.Summary.Ready != 5 || bs.Summary.DesiredReady != 6 || bs.Summary.NotReady != 1 {
+		t.Fatalf("summary %+v", bs.Summary)
+	}
+	if bs.ReadyClusters != 2 || bs.DesiredReadyClusters != 3 {
+		t.Fatalf("clusters %d/%d", bs.ReadyClusters, bs.DesiredReadyClusters)
+	}
+	if len(bs.Waiting) != 1 || bs.Waiting[0] != "a" {
+		t.Fatalf("waiting %v", bs.Waiting)
+	}
+	if bs.ResourceCounts.DesiredReady != 3 || bs.ResourceCounts.Ready != 2 || bs.PerCluster["ns1/c1"].NotReady != 1 {
+		t.Fatalf("counts %+v per cluster %+v", bs.ResourceCounts, bs.PerCluster)
+	}
+	var st fleet.GitRepoStatus
+	setBundleStatus(&st, bs)
+	if st.Display.ReadyBundleDeployments != "5/6" {
+		t.Fatalf("display %q", st.Display.ReadyBundleDeployments)
+	}
+}
+
+func TestSetConditions(t *testing.T) {
+	ready := bundleStatus{Summary: fleet.BundleSummary{Ready: 2, DesiredReady: 2}}
+	notReady := bundleStatus{Summary: fleet.BundleSummary{Ready: 1, DesiredReady: 2, ErrApplied: 1,
+		NonReadyResources: []fleet.NonReadyResource{{Name: "app", State: fleet.ErrApplied, Message: "boom"}}}}
+	type want struct {
+		accepted, polling, ready, stalled, reconciling metav1.ConditionStatus
+		readyReason                                    string
+		readyMsg                                       string
+	}
+	for _, tc := range []struct {
+		name string
+		o    syncOutcome
+		bs   bundleStatus
+		want want
+	}{
+		{name: "all good", bs: ready, want: want{accepted: "True", polling: "True", ready: "True", stalled: "False", reconciling: "False", readyReason: ReasonBundlesReady}},
+		{name: "deployments failing are not hidden", bs: notReady, want: want{accepted: "True", polling: "True", ready: "False", stalled: "False", reconciling: "False",
+			readyReason: ReasonNotReady, readyMsg: "ErrApplied(1) [Bundle app: boom]"}},
+		{name: "waiting for bundles", bs: bundleStatus{Waiting: []string{"x"}}, want: want{accepted: "True", polling: "True", ready: "False", stalled: "False", reconciling: "True",
+			readyReason: ReasonNotReady, readyMsg: "waiting for 1 bundle(s) to be processed"}},
+		{name: "poll failure retried", o: syncOutcome{PollErr: errors.New("timed out"), SyncReason: ReasonPollFailed}, bs: ready,
+			want: want{accepted: "True", polling: "False", ready: "False", stalled: "False", reconciling: "True", readyReason: ReasonPollFailed, readyMsg: "timed out"}},
+		{name: "broken commit stalls, old bundles healthy", o: syncOutcome{SyncErr: errors.New("bad fleet.yaml"), SyncReason: ReasonBuildFailed, Stalled: true}, bs: ready,
+			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonBuildFailed, readyMsg: "bad fleet.yaml"}},
+		{name: "missing secret is not accepted", o: syncOutcome{PollErr: errors.New("client secret \"x\" not found"), SyncReason: ReasonInvalidSpec, Stalled: true}, bs: ready,
+			want: want{accepted: "False", polling: "False", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonPollFailed, readyMsg: "client secret \"x\" not found"}},
+		{name: "polling disabled", o: syncOutcome{PollingDisabled: true}, bs: ready,
+			want: want{accepted: "True", polling: "False", ready: "True", stalled: "False", reconciling: "False", readyReason: ReasonBundlesReady}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st fleet.GitRepoStatus
+			setConditions(&st, 3, tc.o, tc.bs)
+			check := func(typ string, want metav1.ConditionStatus) *metav1.Condition {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil || c.Status != want {
+					t.Fatalf("%s = %+v, want %s", typ, c, want)
+				}
+				if c.ObservedGeneration != 3 {
+					t.Fatalf("%s observedGeneration %d", typ, c.ObservedGeneration)
+				}
+				return c
+			}
+			check(fleet.ConditionAccepted, tc.want.accepted)
+			check(fleet.ConditionGitPolling, tc.want.polling)
+			check(fleet.ConditionStalled, tc.want.stalled)
+			check(fleet.ConditionReconciling, tc.want.reconciling)
+			r := check(fleet.ConditionReady, tc.want.ready)
+			if r.Reason != tc.want.readyReason || r.Message != tc.want.readyMsg {
+				t.Fatalf("Ready reason %q msg %q; want %q %q", r.Reason, r.Message, tc.want.readyReason, tc.want.readyMsg)
+			}
+		})
+	}
+}
+
+func TestEventsOnlyOnChange(t *testing.T) {
+	readyCond := func(reason, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: fleet.ConditionReady, Status: "False", Reason: reason, Message: msg}}
+	}
+	same := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: readyCond(ReasonBuildFailed, "x")}}
+	if ev := eventsFor(&same, &same); len(ev) != 0 {
+		t.Fatalf("no change gave events %v", ev)
+	}
+	newCommit := fleet.GitRepoStatus{Commit: "b"}
+	if ev := eventsFor(&fleet.GitRepoStatus{Commit: "a"}, &newCommit); len(ev) != 1 || ev[0].reason != "GotNewCommit" {
+		t.Fatalf("new commit %v", ev)
+	}
+	failing := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: readyCond(ReasonBuildFailed, "y")}}
+	if ev := eventsFor(&same, &failing); len(ev) != 1 || ev[0].typ != "Warning" {
+		t.Fatalf("different failure %v", ev)
+	}
+	ok := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: []metav1.Condition{{Type: fleet.ConditionReady, Status: "True", Reason: ReasonBundlesReady}}}}
+	if ev := eventsFor(&failing, &ok); len(ev) != 1 || ev[0].reason != "Recovered" {
+		t.Fatalf("recovery %v", ev)
+	}
+}
+
+func TestTargetsFor(t *testing.T) {
+	ts, rs := targetsFor(&fleet.GitRepo{})
+	if len(ts) != 1 || ts[0].ClusterGroup != "default" || len(rs) != 1 || rs[0].ClusterGroup != "default" {
+		t.Fatalf("default targets %+v %+v", ts, rs)
+	}
+	repo := &fleet.GitRepo{Spec: fleet.GitRepoSpec{Targets: []fleet.GitTarget{
+		{Name: "prod", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}},
+		{ClusterName: "one"},
+	}}}
+	ts, rs = targetsFor(repo)
+	if len(ts) != 2 || ts[0].Name != "prod" || ts[0].ClusterSelector.MatchLabels["env"] != "prod" || ts[1].ClusterName != "one" {
+		t.Fatalf("targets %+v", ts)
+	}
+	if len(rs) != 2 || rs[0].ClusterSelector.MatchLabels["env"] != "prod" || rs[1].ClusterName != "one" {
+		t.Fatalf("restrictions %+v", rs)
+	}
+}
