@@ -158,6 +158,9 @@ type Etcd struct {
 	DBSizeBytes   int64 `json:"dbSizeBytes"`
 	DBInUseBytes  int64 `json:"dbInUseBytes"`
 	TotalKeys     int64 `json:"totalKeys"`
+	// KeysByResource counts keys per resource ("secrets",
+	// "fleet.cattle.io/clusters", ...): the objects each cluster costs.
+	KeysByResource map[string]int `json:"keysByResource"`
 }
 
 func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
@@ -204,6 +207,19 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 		return e, err
 	}
 	e.TotalKeys = all.Count
+	keys, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return e, err
+	}
+	e.KeysByResource = map[string]int{}
+	for _, kv := range keys.Kvs {
+		parts := strings.Split(strings.TrimPrefix(string(kv.Key), "/registry/"), "/")
+		res := parts[0]
+		if strings.Contains(res, ".") && len(parts) > 1 {
+			res += "/" + parts[1]
+		}
+		e.KeysByResource[res]++
+	}
 	st, err := cli.Status(ctx, endpoint)
 	if err != nil {
 		return e, err

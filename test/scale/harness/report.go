@@ -141,6 +141,14 @@ func (r *Result) PrintTable(w io.Writer) {
 			r.Etcd.BytesPerBundleDeployment, r.Etcd.BundleDeployments, r.Etcd.Contents, r.Etcd.Bundles, r.Etcd.ContentBytes,
 			r.Etcd.DBSizeBytes>>20, r.Etcd.DBInUseBytes>>20, r.Etcd.TotalKeys)
 	}
+	if r.Etcd != nil && len(r.Etcd.KeysByResource) > 0 {
+		var ks []string
+		for k, v := range r.Etcd.KeysByResource {
+			ks = append(ks, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(ks)
+		row("etcd keys by resource", "%s", strings.Join(ks, " "))
+	}
 	for _, p := range r.Profiles {
 		row("profile", "%s", p)
 	}
