@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/install"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
@@ -125,16 +126,6 @@ func TestHelmInstallManagerCharts(t *testing.T) {
 	}
 }
 
-// seed004Values is what a ClusterRegistrationToken's Secret holds under
-// "values" (and what `fleet install agent-token --values` prints).
-const seed004Values = `clusterNamespace: fleet-default
-apiServerURL: https://placeholder.invalid:6443
-apiServerCA: ""
-systemRegistrationNamespace: cattle-fleet-clusters-system
-token: registration-token-value
-tokenName: token-seed004
-`
-
 // helmInstallAgent runs the seed 004 command against the downstream
 // cluster: the CA is passed like a kubeconfig's certificate-authority-data.
 func helmInstallAgent(t *testing.T, values string) {
@@ -154,8 +145,17 @@ func helmInstallAgent(t *testing.T, values string) {
 	}
 }
 
-func TestSeed004HelmInstallAgent(t *testing.T) {
-	helmInstallAgent(t, seed004Values)
+// TestSeed004HelmInstallAgentRegisters: a token's values.yaml, the seed 004
+// helm command against a downstream cluster, then the agent started with
+// only what the chart created registers the cluster with the label.
+func TestSeed004HelmInstallAgentRegisters(t *testing.T) {
+	startManager(t)
+	values := tokenValues(t, "token-seed004")
+	tokenValue, err := install.ParseValues([]byte(values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	helmInstallAgent(t, values)
 	ctx := context.Background()
 	c := downstream.Client
 
@@ -166,7 +166,7 @@ func TestSeed004HelmInstallAgent(t *testing.T) {
 	want := map[string]string{
 		"apiServerURL":                upstream.Config.Host,
 		"apiServerCA":                 string(upstream.Config.CAData),
-		"token":                       "registration-token-value",
+		"token":                       tokenValue["token"].(string),
 		"tokenName":                   "token-seed004",
 		"clusterNamespace":            "fleet-default",
 		"systemRegistrationNamespace": "cattle-fleet-clusters-system",
@@ -216,9 +216,16 @@ func TestSeed004HelmInstallAgent(t *testing.T) {
 		t.Fatalf("agent binding subjects %+v", crb.Subjects)
 	}
 
-	// A second install in another namespace or under another name is refused.
+	// The agent, started with nothing but what the chart created, registers.
+	runAgent(t, downstream)
+	cluster := registeredCluster(t, downstream)
+	if cluster.Labels["env"] != "dev" {
+		t.Fatalf("registered cluster %s has labels %v, want env=dev", cluster.Name, cluster.Labels)
+	}
+
+	// A second install in another namespace is refused.
 	path := filepath.Join(t.TempDir(), "values.yaml")
-	_ = os.WriteFile(path, []byte(seed004Values), 0o600)
+	_ = os.WriteFile(path, []byte(values), 0o600)
 	if _, err := helm(t, "--kubeconfig", downstream.Kubeconfig, "-n", "other", "install", "--create-namespace", "--values", path, "fleet-agent", "charts/fleet-agent"); err == nil ||
 		!strings.Contains(err.Error(), `must be installed in namespace "cattle-fleet-system"`) {
 		t.Fatalf("install into namespace other: %v", err)

@@ -14,12 +14,13 @@ import (
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
-// Three independent API servers, all without Fleet CRDs: the manager
+// Four independent API servers, all without Fleet CRDs: the manager
 // cluster (the fleet-crd chart installs them), a downstream cluster for the
-// agent chart, and a fresh cluster for `fleet install controller` output.
+// agent chart, a second downstream cluster for `fleet install agent-token`
+// output, and a fresh cluster for `fleet install controller` output.
 var (
-	upstream, downstream, fresh *testenv.Cluster
-	helmHome                    string
+	upstream, downstream, downstream2, fresh *testenv.Cluster
+	helmHome                                 string
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +34,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(helmHome)
-	clusters, err := testenv.StartMany("install", 3, testenv.Options{WithoutCRDs: true})
+	clusters, err := testenv.StartMany("install", 4, testenv.Options{WithoutCRDs: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -43,8 +44,10 @@ func run(m *testing.M) int {
 			_ = c.Stop()
 		}
 	}()
-	upstream, downstream, fresh = clusters[0], clusters[1], clusters[2]
-	return m.Run()
+	upstream, downstream, downstream2, fresh = clusters[0], clusters[1], clusters[2], clusters[3]
+	code := m.Run()
+	stopManager()
+	return code
 }
 
 // helmBin is the helm CLI built by `make tools` ($FLEET_HELM_BIN, exported
