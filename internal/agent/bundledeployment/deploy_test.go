@@ -271,3 +271,23 @@ func TestNamespaceEnforcement(t *testing.T) {
 	waitState(t, "nsenforce", id, fleet.Ready)
 	wantData(t, "forced-ns", "forced", "", "")
 }
+
+// deleteNamespace removes the release namespace with the bundle. (The test
+// cluster has no namespace controller, so the namespace stays Terminating.)
+func TestDeleteNamespace(t *testing.T) {
+	id := put(t, bundle{
+		name:  "delns",
+		files: map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"},
+		opts:  fleet.BundleDeploymentOptions{DefaultNamespace: "delns-ns", DeleteNamespace: true},
+	})
+	waitState(t, "delns", id, fleet.Ready)
+	deleteBD(t, "delns")
+	eventually(t, "namespace deleted", func() error {
+		ns := &corev1.Namespace{}
+		err := down.Client.Get(context.Background(), client.ObjectKey{Name: "delns-ns"}, ns)
+		if apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil) {
+			return nil
+		}
+		return fmt.Errorf("namespace still active (err %v)", err)
+	})
+}
