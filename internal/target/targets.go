@@ -73,6 +73,7 @@ func Compute(in Input) ([]*Target, error) {
 		return nil, &BundleError{Err: err}
 	}
 	var out []*Target
+	rnd := &renderer{}
 	for _, ci := range in.Clusters {
 		c := ci.Cluster
 		if c.Status.Namespace == "" || c.DeletionTimestamp != nil {
@@ -89,7 +90,7 @@ func Compute(in Input) ([]*Target, error) {
 			t.Err = r.check(&t.Options)
 		}
 		if t.Err == nil {
-			t.Options, t.Err = RenderValues(t.Options, c)
+			t.Options, t.Err = rnd.render(t.Options, c)
 		}
 		if t.Err == nil {
 			t.DeploymentID, t.Err = manifest.DeploymentID(in.ManifestID, t.Options)

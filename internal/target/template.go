@@ -62,6 +62,16 @@ func cleanLabels(in map[string]string) map[string]interface{} {
 // templateValues are folded in. A template error is returned as is so that
 // it can be shown for this cluster only.
 func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
+	return (&renderer{}).render(opts, c)
+}
+
+// renderer caches parsed templates: one bundle's values text is usually
+// the same for every cluster, so it is parsed once, not once per cluster.
+type renderer struct {
+	parsed map[string]*template.Template
+}
+
+func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
 	if opts.Helm == nil {
 		return opts, nil
 	}
@@ -78,7 +88,7 @@ func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.B
 	if !h.DisablePreProcess {
 		ctx := TemplateContext(c)
 		for _, k := range sortedKeys(h.TemplateValues) {
-			rendered, err := execute("templateValues."+k, h.TemplateValues[k], ctx)
+			rendered, err := r.execute("templateValues."+k, h.TemplateValues[k], ctx)
 			if err != nil {
 				return opts, err
 			}
@@ -92,7 +102,7 @@ func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.B
 		if err != nil {
 			return opts, err
 		}
-		rendered, err := execute("values", string(data), ctx)
+		rendered, err := r.execute("values", string(data), ctx)
 		if err != nil {
 			return opts, err
 		}
@@ -109,10 +119,19 @@ func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.B
 	return out, nil
 }
 
-func execute(name, text string, ctx map[string]interface{}) (string, error) {
-	t, err := template.New(name).Funcs(funcMap).Option("missingkey=error").Delims("${", "}").Parse(text)
-	if err != nil {
-		return "", fmt.Errorf("templating %s: %w", name, err)
+func (r *renderer) execute(name, text string, ctx map[string]interface{}) (string, error) {
+	key := name + "\x00" + text
+	t := r.parsed[key]
+	if t == nil {
+		var err error
+		t, err = template.New(name).Funcs(funcMap).Option("missingkey=error").Delims("${", "}").Parse(text)
+		if err != nil {
+			return "", fmt.Errorf("templating %s: %w", name, err)
+		}
+		if r.parsed == nil {
+			r.parsed = map[string]*template.Template{}
+		}
+		r.parsed[key] = t
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	ctrl.SetLogger(logr.Discard())
 	var err error
 	env, err = testenv.Start(testenv.Options{Name: "targeting"})
 	if err != nil {
@@ -49,15 +51,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: 300 * time.Millisecond}); err != nil {
+	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: 300 * time.Millisecond}); err != nil {
+	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: offlineThreshold, Coalesce: 300 * time.Millisecond}); err != nil {
+	if err := clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: offlineThreshold, Coalesce: time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -31,6 +34,9 @@ const resync = 30 * time.Minute
 
 // moreToCreate requeues soon when maxNew held back creations.
 const moreToCreate = 200 * time.Millisecond
+
+// parallelWrites bounds concurrent BundleDeployment writes per reconcile.
+const parallelWrites = 8
 
 func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d/5)+1))
@@ -186,15 +192,28 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		setError(b, err)
 		return ctrl.Result{}, err
 	}
-	var errs []error
+	// Writes are independent: run a few at once so that API latency, not
+	// the number of clusters, bounds a pass.
+	var (
+		mu   sync.Mutex
+		errs []error
+		g    errgroup.Group
+	)
+	g.SetLimit(parallelWrites)
 	for _, p := range plans {
 		if p.Deployment == nil {
 			continue
 		}
-		if err := r.writeDeployment(ctx, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
-			errs = append(errs, err)
-		}
+		g.Go(func() error {
+			if err := r.writeDeployment(ctx, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	if _, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, keep); err != nil {
 		errs = append(errs, err)
 	}
