@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -214,7 +216,8 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 		}
 		clientID = string(ns.UID)
 	}
-	importCfg := &rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: b.APIServerCA},
+	ca := TrustedCA(ctx, b.APIServerURL, b.APIServerCA, cfg.AgentTLSMode)
+	importCfg := &rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: ca},
 		BearerToken: b.Token, Timeout: 30 * time.Second}
 	up, err := client.New(importCfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -248,7 +251,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 		err := up.Get(ctx, client.ObjectKey{Namespace: b.SystemRegistrationNamespace, Name: secretName}, s)
 		switch {
 		case err == nil:
-			cred := newCredential(b.APIServerURL, b.APIServerCA, string(s.Data["token"]))
+			cred := newCredential(b.APIServerURL, ca, string(s.Data["token"]))
 			cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
 			cred.ClusterNamespace = string(s.Data["clusterNamespace"])
 			cred.ClusterName = string(s.Data["clusterName"])
@@ -357,4 +360,26 @@ func randomHex(n int) string {
 func sortStrings(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// TrustedCA is the CA bundle the agent verifies the manager with. In mode
+// "strict" it is apiServerCA. In "system-store" (the chart's default; also
+// when unset) the operating system's store is used when the URL verifies
+// with it (nil result), else apiServerCA, as Fleet does.
+func TrustedCA(ctx context.Context, url string, ca []byte, mode string) []byte {
+	if mode == "strict" || len(ca) == 0 {
+		return ca
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/version", nil)
+	if err != nil {
+		return ca
+	}
+	resp, err := http.DefaultClient.Do(req) // system roots only
+	if err != nil {
+		return ca
+	}
+	_ = resp.Body.Close()
+	return nil
 }

@@ -1,6 +1,10 @@
 package register
 
 import (
+	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -64,4 +68,20 @@ func FuzzParseToken(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseToken(s)
 	})
+}
+
+func TestTrustedCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	ctx := context.Background()
+	// The test server is not in the system store: both modes use the CA.
+	for _, mode := range []string{"", "system-store", "strict"} {
+		if got := TrustedCA(ctx, srv.URL, ca, mode); string(got) != string(ca) {
+			t.Errorf("mode %q: got %q, want the given CA", mode, got)
+		}
+	}
+	if got := TrustedCA(ctx, srv.URL, nil, "system-store"); got != nil {
+		t.Errorf("no CA given: got %q", got)
+	}
 }
