@@ -17,6 +17,7 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -121,6 +122,22 @@ func (d *Deployer) restConfigFor(serviceAccount string) *rest.Config {
 	return cfg
 }
 
+// DefaultServiceAccount is impersonated when a bundle names no
+// serviceAccount and it exists in the agent namespace (as in Fleet), so an
+// operator can restrict what bundles may deploy on a cluster.
+const DefaultServiceAccount = "fleet-default"
+
+func (d *Deployer) serviceAccount(ctx context.Context, name string) string {
+	if name != "" {
+		return name
+	}
+	_, err := d.clientset.CoreV1().ServiceAccounts(d.agentNamespace).Get(ctx, DefaultServiceAccount, metav1.GetOptions{})
+	if err == nil {
+		return DefaultServiceAccount
+	}
+	return ""
+}
+
 func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
 	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace)
 	ac := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
@@ -163,7 +180,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	ac, getter, err := d.actionConfig(ns, opts.ServiceAccount)
+	ac, getter, err := d.actionConfig(ns, d.serviceAccount(ctx, opts.ServiceAccount))
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +343,7 @@ func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*
 // objects). Unless keepFailHistory, a failed attempt leaves no revision.
 func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
 	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
-	ac, _, err := d.actionConfig(ns, opts.ServiceAccount)
+	ac, _, err := d.actionConfig(ns, d.serviceAccount(context.Background(), opts.ServiceAccount))
 	if err != nil {
 		return err
 	}
