@@ -109,8 +109,13 @@ func LatestCommit(ctx context.Context, r Remote) (string, error) {
 	return "", fmt.Errorf("%w: branch %q on %s", ErrRefNotFound, r.branch(), redact(r.URL))
 }
 
-// describe turns transport errors into messages a user can act on.
+// describe turns transport errors into messages a user can act on, with
+// any credentials embedded in URLs masked.
 func describe(ctx context.Context, err error) error {
+	return &redactedError{err: explain(ctx, err)}
+}
+
+func explain(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("timed out talking to git server: %w", err)
@@ -125,6 +130,17 @@ func describe(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+var userInfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
+
+// redactedError masks "scheme://user:secret@" in its message; errors.Is and
+// errors.As still see the original error.
+type redactedError struct{ err error }
+
+func (e *redactedError) Error() string {
+	return userInfoRE.ReplaceAllString(e.err.Error(), "${1}***@")
+}
+func (e *redactedError) Unwrap() error { return e.err }
 
 // redact drops any password from a URL before it goes into a message.
 func redact(url string) string {

@@ -218,3 +218,20 @@ func TestHungServerTimesOut(t *testing.T) {
 		t.Fatalf("hung server: %v", err)
 	}
 }
+
+func TestCredentialsInURLAreRedacted(t *testing.T) {
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	url := strings.Replace(srv.URL, "http://", "http://bob:hunter2@", 1) + "/missing.git"
+	_, err := git.LatestCommit(context.Background(), git.Remote{URL: url})
+	if err == nil {
+		t.Fatal("missing repo gave no error")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("password in error: %v", err)
+	}
+	_, err = git.Fetch(context.Background(), git.Remote{URL: url}, t.TempDir(), git.FetchOptions{})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("fetch error %v", err)
+	}
+}
