@@ -142,6 +142,13 @@ func Build(f Fleet) View {
 			}
 			used[key(&b.ObjectMeta)] = true
 			row := BundleRow{Name: b.Name}
+			if len(bds[key(&b.ObjectMeta)]) == 0 {
+				// Nothing deployed: a bundle that failed before targeting
+				// (bad options, no matching cluster) says why on itself.
+				if c := find(b.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == metav1.ConditionFalse && c.Message != "" {
+					bundleProblems = append(bundleProblems, Problem{Object: "bundle " + key(&b.ObjectMeta), State: string(fleet.NotReady), Message: c.Message})
+				}
+			}
 			for _, cl := range g.Columns {
 				bd := bds[key(&b.ObjectMeta)][cl]
 				cell := NotTargeted
