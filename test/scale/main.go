@@ -34,6 +34,7 @@ func main() {
 		profile  = flag.Int("profile-seconds", 30, "manager CPU profile length during the measured rollout; -1 disables")
 		jsonOnly = flag.Bool("json", false, "print only JSON")
 		real     = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
+		viaAgent = flag.Bool("fleet-agent-simulators", false, "run the agents as `fleet-agent --simulators N` instead of a harness child")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -62,7 +63,7 @@ func main() {
 			os.Exit(2)
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
-			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, Log: os.Stderr}
+			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)
 		}

@@ -30,6 +30,12 @@ func startChild(role, dir string, cfg childConfig) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startProcess(role, dir, cmd, true)
+}
+
+// startProcess starts cmd, logging to <dir>/<role>.log; with ready it
+// waits for the READY line of a harness child.
+func startProcess(role, dir string, cmd *exec.Cmd, ready bool) (*child, error) {
 	logf, err := os.Create(filepath.Join(dir, role+".log"))
 	if err != nil {
 		return nil, err
@@ -43,7 +49,10 @@ func startChild(role, dir string, cfg childConfig) (*child, error) {
 		return nil, err
 	}
 	c := &child{role: role, cmd: cmd, exited: make(chan error, 1)}
-	ready := make(chan struct{})
+	readyCh := make(chan struct{})
+	if !ready {
+		close(readyCh)
+	}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -53,14 +62,14 @@ func startChild(role, dir string, cfg childConfig) (*child, error) {
 				c.pprof = strings.TrimPrefix(line, "PPROF ")
 			case strings.HasPrefix(line, "READY rss="):
 				c.baseRSS, _ = strconv.ParseInt(strings.TrimPrefix(line, "READY rss="), 10, 64)
-				close(ready)
+				close(readyCh)
 			}
 			_, _ = fmt.Fprintln(logf, line)
 		}
 	}()
 	go func() { c.exited <- cmd.Wait(); _ = logf.Close() }()
 	select {
-	case <-ready:
+	case <-readyCh:
 		return c, nil
 	case err := <-c.exited:
 		return nil, fmt.Errorf("%s exited before it was ready: %v (see %s)", role, err, logf.Name())

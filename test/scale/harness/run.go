@@ -49,6 +49,10 @@ type Options struct {
 	// RealAgent also runs one real fleet-agent process (built from
 	// cmd/fleet-agent) and reports its resident memory at the end.
 	RealAgent bool
+	// SimulatorsBinary runs the agents as `fleet-agent --simulators N`
+	// (built from cmd/fleet-agent) instead of a harness child; the
+	// bootstrap Secret is then read from the downstream cluster.
+	SimulatorsBinary bool
 	// Log receives progress lines (default: discard).
 	Log io.Writer
 }
@@ -111,7 +115,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	defer func() { _ = up.Stop() }()
 	var down *testenv.Cluster
-	if sc.Mode == simulator.RealApply || o.RealAgent {
+	if sc.Mode == simulator.RealApply || o.RealAgent || o.SimulatorsBinary {
 		logf("starting downstream API server")
 		if down, err = testenv.Start(testenv.Options{Name: "scale-downstream", WithoutCRDs: true}); err != nil {
 			return nil, err
@@ -157,13 +161,24 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	go watchAll(wctx, rc, "clusters", func() runtime.Object { return &fleet.ClusterList{} }, tr.onCluster)
 
 	logf("starting %d simulated agents (%s)", sc.Clusters, sc.Mode)
+	if o.SimulatorsBinary {
+		// Build before the clock starts.
+		if _, err := buildAgent(ctx, o.OutDir); err != nil {
+			return res, err
+		}
+	}
 	reg := tr.startClusterPhase(sc.Clusters)
 	agentsCfg := childConfig{Count: sc.Clusters, Mode: sc.Mode, Bootstrap: boot, CheckinInterval: o.CheckinInterval,
 		ClientIDPrefix: "scale-" + sc.Name}
 	if down != nil {
 		agentsCfg.Kubeconfig = down.Kubeconfig
 	}
-	agents, err := startChild("agents", o.OutDir, agentsCfg)
+	var agents *child
+	if o.SimulatorsBinary {
+		agents, err = startSimulatorsBinary(ctx, o.OutDir, down, boot, sc, o.CheckinInterval)
+	} else {
+		agents, err = startChild("agents", o.OutDir, agentsCfg)
+	}
 	if err != nil {
 		return res, err
 	}
