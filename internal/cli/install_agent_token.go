@@ -42,7 +42,9 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 			"The API server URL and CA that agents use default to the ones in your kubeconfig; override\n" +
 			"them with --server-url and --ca-file (or --no-ca).\n\n" +
 			"--group names a ClusterGroup of the workspace: the labels of its selector's matchLabels are\n" +
-			"given to every cluster registered with the token, so that the cluster joins the group.\n\n" +
+			"given to every cluster registered with the token, so that the cluster joins the group. The\n" +
+			"printed manifests then carry the fleet-agent ConfigMap with those labels (replacing one from\n" +
+			"agent-config); without --group they leave that ConfigMap to agent-config.\n\n" +
 			"  fleet --kubeconfig=fleet-controller-config install agent-token > token\n" +
 			"  kubectl --kubeconfig=cluster-kubeconfig apply -f token",
 		Args: cobra.NoArgs,
@@ -66,12 +68,12 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.TTL, "ttl", "t", "1440m", "How long the generated registration token is valid, 0 means forever")
-	f.StringVarP(&opts.Group, "group", "g", fleet.DefaultClusterGroup, "Cluster group to generate config for (its matchLabels become the clusters' labels)")
+	f.StringVarP(&opts.Group, "group", "g", fleet.DefaultClusterGroup, "Cluster group to generate config for; when given, its matchLabels become the labels of registered clusters")
 	f.StringVar(&opts.ServerURL, "server-url", "", "The full URL to the fleet management server (default: from the kubeconfig)")
 	f.StringVarP(&opts.CAFile, "ca-file", "c", "", "File containing optional CA cert for fleet management server (default: from the kubeconfig)")
 	f.BoolVar(&opts.NoCA, "no-ca", false, "Do not give agents a CA (the server's certificate is publicly trusted)")
 	f.StringVar(&opts.SystemNamespace, "system-namespace", fleet.DefaultSystemNamespace, "System namespace of the controller and the agents")
-	f.BoolVar(&opts.ValuesOnly, "values", false, "Print only the values.yaml for `helm install fleet-agent`")
+	f.BoolVar(&opts.ValuesOnly, "values", false, "Print only the values.yaml for helm install of the fleet-agent chart")
 	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "How long to wait for the fleet-controller to issue the token's values")
 	_ = cmd.RegisterFlagCompletionFunc("group", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		c, err := g.Client()

@@ -16,7 +16,3 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{ $k }}: {{ $v | quote }}
 {{- end }}
 {{- end -}}
-
-{{- define "fleet.systemRegistrationNamespace" -}}
-{{- if .Values.systemRegistrationNamespace -}}{{ .Values.systemRegistrationNamespace }}{{- else -}}{{ .Release.Namespace | replace "-system" "-clusters-system" }}{{- end -}}
-{{- end -}}
