@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -159,4 +160,32 @@ func TestDownstreamResourcesValuesFromAndNamespaceLabels(t *testing.T) {
 	if ns.Labels["team"] != "blue" {
 		t.Fatalf("namespace labels %v", ns.Labels)
 	}
+}
+
+// timeoutSeconds makes Helm wait for readiness; with atomic a release that
+// does not become ready in time is rolled back (uninstalled on install).
+// No kubelet runs here, so the Deployment can never become ready.
+func TestTimeoutAndAtomic(t *testing.T) {
+	put(t, bundle{
+		name:  "atomic",
+		files: map[string]string{"d.yaml": deployment},
+		opts:  fleet.BundleDeploymentOptions{DefaultNamespace: "atomic-ns", Helm: &fleet.HelmOptions{TimeoutSeconds: 3, Atomic: true}},
+	})
+	eventually(t, "ErrApplied after the timeout", func() error {
+		bd := getBD(t, "atomic")
+		c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+		if bundledeployment.State(bd) != fleet.ErrApplied || c == nil {
+			return fmt.Errorf("status %+v", bd.Status.Conditions)
+		}
+		t.Logf("deploy error: %s", c.Message)
+		return nil
+	})
+	eventually(t, "atomic install rolled back", func() error {
+		err := down.Client.Get(context.Background(), client.ObjectKey{Namespace: "atomic-ns", Name: "app"}, &appsv1.Deployment{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("deployment still there (err %v)", err)
+	})
+	deleteBD(t, "atomic") // stop the retries
 }
