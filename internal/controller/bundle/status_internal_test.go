@@ -1,0 +1,67 @@
+package bundle
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+func TestDeploymentLabels(t *testing.T) {
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ws", Labels: map[string]string{
+		"team": "a", "kubectl.kubernetes.io/x": "1", "objectset.rio.cattle.io/hash": "h", fleet.RepoLabel: "repo", fleet.CommitLabel: "abc",
+	}}}
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: "ws"}}
+	got := DeploymentLabels(b, c, "s-123")
+	want := map[string]string{"team": "a", fleet.RepoLabel: "repo", fleet.CommitLabel: "abc", fleet.BundleLabel: "app", fleet.BundleNamespaceLabel: "ws",
+		fleet.ManagedLabel: "true", fleet.ClusterLabel: "c1", fleet.ClusterNamespaceLabel: "ws", fleet.ContentNameLabel: "s-123"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func plan(name string, bd *fleet.BundleDeployment, offline bool) *target.Plan {
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws"}}
+	return &target.Plan{Target: &target.Target{Cluster: c, Offline: offline, DeploymentID: "new"}, Deployment: bd}
+}
+
+func TestSetStatus(t *testing.T) {
+	ready := &fleet.BundleDeployment{Spec: fleet.BundleDeploymentSpec{DeploymentID: "new", StagedDeploymentID: "new"},
+		Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "new", Ready: true, NonModified: true}}
+	held := &fleet.BundleDeployment{Spec: fleet.BundleDeploymentSpec{DeploymentID: "old", StagedDeploymentID: "new"},
+		Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "old", Ready: true, NonModified: true}}
+	plans := []*target.Plan{plan("a", ready, false), plan("b", held, false), plan("c", nil, false), plan("d", held.DeepCopy(), true)}
+	failed := []*target.Target{{Cluster: &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ws"}}, Err: errors.New("templating values: map has no entry for key \"x\"")}}
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	setStatus(b, statusInput{Plans: plans, Failed: failed, Rollout: &target.Result{MaxNew: 50, Partitions: []*target.Partition{{Name: "All", Plans: plans}}}, SHA256: "abc"})
+	s := b.Status.Summary
+	if s.Ready != 1 || s.OutOfSync != 1 || s.Pending != 1 || s.Offline != 1 || s.ErrApplied != 1 || s.DesiredReady != 5 {
+		t.Fatalf("summary %+v", s)
+	}
+	if b.Status.Display.ReadyClusters != "1/5" || b.Status.Display.State != "ErrApplied" || b.Status.ObservedGeneration != 3 {
+		t.Fatalf("display %+v gen %d", b.Status.Display, b.Status.ObservedGeneration)
+	}
+	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.HasPrefix(c.Message, `cluster ws/e: templating values`) || !strings.Contains(c.Message, "OutOfSync(1) [Cluster ws/b]") {
+		t.Fatalf("condition %+v", c)
+	}
+	if len(b.Status.PartitionStatus) != 1 || b.Status.PartitionStatus[0].Count != 4 || b.Status.PartitionStatus[0].Summary.Ready != 1 {
+		t.Fatalf("partitions %+v", b.Status.PartitionStatus)
+	}
+	// All ready: Ready=True, and a previous Stalled condition is cleared.
+	setError(b, errors.New("bad"))
+	setStatus(b, statusInput{Plans: plans[:1], Rollout: &target.Result{}})
+	if !meta.IsStatusConditionTrue(b.Status.Conditions, fleet.ConditionReady) || meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled) != nil {
+		t.Fatalf("conditions %+v", b.Status.Conditions)
+	}
+}
