@@ -19,6 +19,7 @@ import (
 	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
+	"github.com/fleetgo/fleet/internal/metrics"
 )
 
 func metaNow() metav1.Time { return metav1.NewTime(time.Now().Truncate(time.Second)) }
@@ -78,10 +79,12 @@ func (r *Reconciler) poll(ctx context.Context, repo *fleet.GitRepo, retrySync bo
 		out.Stalled, out.SyncReason = isInputError(err), ReasonInvalidSpec
 		return err
 	}
+	start := time.Now()
 	commit, err := git.LatestCommit(ctx, remote)
+	metrics.ObserveGitFetch(repo.Namespace, repo.Name, time.Since(start), err)
 	if err != nil {
 		out.PollErr = err
-		out.Stalled = errors.Is(err, git.ErrBadCredentials) || errors.Is(err, git.ErrRefNotFound)
+		out.Stalled = git.IsPermanent(err)
 		out.SyncReason = ReasonPollFailed
 		return err
 	}
@@ -138,8 +141,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	fetchRemote.Timeout = 4 * r.Opts.GitTimeout
 	fetched, err := git.Fetch(ctx, fetchRemote, dir, git.FetchOptions{Commit: commit, Limits: r.Opts.CheckoutLimits})
 	if err != nil {
-		stalled := errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrUnsafePath)
-		return &syncError{reason: ReasonFetchFailed, stalled: stalled, err: fmt.Errorf("fetching %s: %w", short(commit), err)}
+		return &syncError{reason: ReasonFetchFailed, stalled: git.IsPermanent(err), err: fmt.Errorf("fetching %s: %w", short(commit), err)}
 	}
 	auth, byPath, err := helmAuth(ctx, r.APIReader, repo)
 	if err != nil {

@@ -95,6 +95,9 @@ func TestSSHWithKnownHosts(t *testing.T) {
 	})
 	createRepo(t, ns, "wrong-host", fleet.GitRepoSpec{Repo: srv.URLFor(repo), ClientSecretName: "ssh-wrong-host"})
 	waitPollError(t, ns, "wrong-host", "host key")
+	if s := condition(getRepo(t, ns, "wrong-host"), fleet.ConditionStalled); s == nil || s.Status != metav1.ConditionTrue {
+		t.Fatalf("unknown host key not stalled: %+v", s)
+	}
 
 	// A missing Secret is bad input: not accepted, stalled.
 	createRepo(t, ns, "no-secret", fleet.GitRepoSpec{Repo: srv.URLFor(repo), ClientSecretName: "missing"})

@@ -61,6 +61,24 @@ func IsCommitSHA(s string) bool { return shaRE.MatchString(s) }
 // ErrRefNotFound means the branch or tag does not exist on the remote.
 var ErrRefNotFound = errors.New("ref not found")
 
+// ErrHostKey means the SSH server's key is not in known_hosts.
+var ErrHostKey = errors.New("ssh host key verification failed")
+
+// IsPermanent reports whether err is due to the input (credentials, host
+// key, missing repo or ref, unsafe or oversized content) rather than a
+// passing outage, so that a controller can mark the object Stalled.
+func IsPermanent(err error) bool {
+	for _, target := range []error{
+		ErrBadCredentials, ErrRefNotFound, ErrHostKey, ErrTooLarge, ErrUnsafePath,
+		transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed, transport.ErrRepositoryNotFound,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
 // LatestCommit returns the commit the remote's branch (or tag) points at,
 // using one ref advertisement (like `git ls-remote`) and no object transfer.
 // A Revision that is already a commit SHA is returned as is.
@@ -126,7 +144,7 @@ func explain(ctx context.Context, err error) error {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("repository not found: %w", err)
 	case strings.Contains(err.Error(), "knownhosts") || strings.Contains(err.Error(), "host key"):
-		return fmt.Errorf("ssh host key verification failed: %w", err)
+		return fmt.Errorf("%w: %w", ErrHostKey, err)
 	}
 	return err
 }

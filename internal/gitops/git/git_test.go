@@ -120,7 +120,7 @@ func TestSSHKnownHosts(t *testing.T) {
 	other := gittest.NewSSHServer(t, root)
 	wrong := remote
 	wrong.Credentials.KnownHosts = []byte(strings.Split(string(srv.KnownHosts), " ")[0] + " " + strings.SplitN(string(other.KnownHosts), " ", 2)[1])
-	if _, err := git.LatestCommit(ctx, wrong); err == nil || !strings.Contains(err.Error(), "host key") {
+	if _, err := git.LatestCommit(ctx, wrong); !errors.Is(err, git.ErrHostKey) || !git.IsPermanent(err) {
 		t.Fatalf("wrong host key: %v", err)
 	}
 	// No known_hosts at all is refused before dialing.

@@ -1,0 +1,186 @@
+// Package e2e runs a GitRepo end to end on real parts: an in-process git
+// server, the whole manager on one API server, and a registered agent that
+// deploys to a separate downstream API server.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/gitops/gittest"
+	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+var upstream, downstream *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	var err error
+	if upstream, err = testenv.Start(testenv.Options{Name: "gitops-upstream"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if downstream, err = testenv.Start(testenv.Options{Name: "gitops-downstream", WithoutCRDs: true}); err != nil {
+		_ = upstream.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = downstream.Stop()
+	_ = upstream.Stop()
+	os.Exit(code)
+}
+
+func configMap(name, value string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  value: %q\n", name, value)
+}
+
+// registerAgent creates a token, installs its values downstream and runs
+// an agent labelled env=dev; it returns the registered Cluster.
+func registerAgent(ctx context.Context, g *WithT, ws string) fleet.Cluster {
+	up, down := upstream.Client, downstream.Client
+	g.Expect(up.Create(ctx, &fleet.ClusterRegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Name: "gitops-token", Namespace: ws},
+		Spec:       fleet.ClusterRegistrationTokenSpec{TTL: &metav1.Duration{Duration: time.Hour}},
+	})).To(Succeed())
+	values := map[string]interface{}{}
+	g.Eventually(func(g Gomega) {
+		s := &corev1.Secret{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: ws, Name: "gitops-token"}, s)).To(Succeed())
+		g.Expect(yaml.Unmarshal(s.Data["values"], &values)).To(Succeed())
+		g.Expect(values).To(HaveKey("token"))
+	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
+	str := func(k string) string { s, _ := values[k].(string); return s }
+	g.Expect(down.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultSystemNamespace}})).To(Succeed())
+	g.Expect(down.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-bootstrap", Namespace: fleet.DefaultSystemNamespace},
+		StringData: map[string]string{
+			"apiServerURL": str("apiServerURL"), "apiServerCA": str("apiServerCA"), "token": str("token"),
+			"tokenName": str("tokenName"), "clusterNamespace": str("clusterNamespace"),
+			"systemRegistrationNamespace": str("systemRegistrationNamespace"),
+		},
+	})).To(Succeed())
+	g.Expect(down.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: fleet.DefaultSystemNamespace},
+		Data:       map[string]string{"config": `{"labels":{"env":"dev"}}`},
+	})).To(Succeed())
+	go func() {
+		_ = agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
+	}()
+	var cluster fleet.Cluster
+	g.Eventually(func(g Gomega) {
+		list := &fleet.ClusterList{}
+		g.Expect(up.List(ctx, list, client.InNamespace(ws), client.MatchingLabels{"env": "dev"})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		cluster = list.Items[0]
+		g.Expect(cluster.Status.Namespace).NotTo(BeEmpty())
+		g.Expect(cluster.Status.Agent.LastSeen.IsZero()).To(BeFalse())
+	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+	return cluster
+}
+
+// TestGitRepoToDownstream: a GitRepo over HTTP with basic auth deploys to
+// the downstream cluster; a push updates the object there; a removed path
+// removes its objects; a broken commit leaves the deployment running and
+// shows the error; deleting the GitRepo removes the deployment.
+func TestGitRepoToDownstream(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up, down := upstream.Client, downstream.Client
+	const ws = "fleet-default"
+	const wait, poll = 120 * time.Second, 500 * time.Millisecond
+
+	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
+		AgentCheckinInterval: 5 * time.Second, Workers: 4,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = mgr.Start(ctx) }()
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
+	registerAgent(ctx, g, ws)
+
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "fleet-examples")
+	repo.Commit("master", map[string]string{
+		"apps/web/fleet.yaml": "defaultNamespace: web\n",
+		"apps/web/cm.yaml":    configMap("web", "v1"),
+		"apps/db/fleet.yaml":  "defaultNamespace: db\n",
+		"apps/db/cm.yaml":     configMap("db", "v1"),
+	})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{Username: "fleet", Password: "s3cret"})
+	g.Expect(up.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "git-creds"}, Type: corev1.SecretTypeBasicAuth,
+		Data: map[string][]byte{"username": []byte("fleet"), "password": []byte("s3cret")},
+	})).To(Succeed())
+	gr := &fleet.GitRepo{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "examples"},
+		Spec: fleet.GitRepoSpec{
+			Repo: srv.URLFor(repo), ClientSecretName: "git-creds", Paths: []string{"apps/*"},
+			PollingInterval: &metav1.Duration{Duration: time.Second},
+			Targets:         []fleet.GitTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}}},
+		},
+	}
+	g.Expect(up.Create(ctx, gr)).To(Succeed())
+
+	value := func(ns, name string) func(g Gomega) string {
+		return func(g Gomega) string {
+			cm := &corev1.ConfigMap{}
+			g.Expect(down.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
+			return cm.Data["value"]
+		}
+	}
+	g.Eventually(value("web", "web"), wait, poll).Should(Equal("v1"))
+	g.Eventually(value("db", "db"), wait, poll).Should(Equal("v1"))
+	g.Eventually(func(g Gomega) {
+		r := &fleet.GitRepo{}
+		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(gr), r)).To(Succeed())
+		g.Expect(r.Status.Display.ReadyBundleDeployments).To(Equal("2/2"))
+		g.Expect(meta.IsStatusConditionTrue(r.Status.Conditions, fleet.ConditionReady)).To(BeTrue())
+	}, wait, poll).Should(Succeed())
+
+	// A push updates the deployed object.
+	repo.Commit("master", map[string]string{"apps/web/cm.yaml": configMap("web", "v2")})
+	g.Eventually(value("web", "web"), wait, poll).Should(Equal("v2"))
+
+	// Removing a path removes its bundle and its objects downstream.
+	repo.RemovePath("apps/db")
+	repo.Commit("master", nil)
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Namespace: "db", Name: "db"}, &corev1.ConfigMap{}))
+	}, wait, poll).Should(BeTrue())
+
+	// A broken commit leaves the deployment running and shows the error.
+	broken := repo.Commit("master", map[string]string{
+		"apps/web/fleet.yaml": "defaultNamespace: [oops\n", "apps/web/cm.yaml": configMap("web", "v3"),
+	})
+	g.Eventually(func(g Gomega) {
+		r := &fleet.GitRepo{}
+		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(gr), r)).To(Succeed())
+		g.Expect(r.Status.PollingCommit).To(Equal(broken))
+		c := meta.FindStatusCondition(r.Status.Conditions, fleet.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Message).To(ContainSubstring("fleet.yaml"))
+	}, wait, poll).Should(Succeed())
+	g.Consistently(value("web", "web"), 5*time.Second, time.Second).Should(Equal("v2"))
+
+	// Deleting the GitRepo removes its deployment downstream.
+	g.Expect(up.Delete(ctx, gr)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Namespace: "web", Name: "web"}, &corev1.ConfigMap{}))
+	}, wait, poll).Should(BeTrue())
+}
