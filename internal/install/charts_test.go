@@ -198,3 +198,49 @@ func keys(m map[string]*unstructured.Unstructured) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestAgentDeploymentUsesOnlyWhatTheAgentReads checks the agent chart's
+// command, flags and environment against cmd/fleet-agent and internal/agent.
+func TestAgentDeploymentUsesOnlyWhatTheAgentReads(t *testing.T) {
+	src := readFile(t, testenv.RepoRoot()+"/cmd/fleet-agent/main.go") + readFile(t, testenv.RepoRoot()+"/internal/agent/agent.go")
+	out, err := install.Render(charts.Agent, install.RenderOptions{ReleaseName: "fleet-agent", Namespace: "cattle-fleet-system", Values: map[string]any{
+		"apiServerURL": "https://x", "token": "t", "tokenName": "n", "debug": true, "checkinInterval": "1m", "proxy": "http://proxy:3128",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := install.Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked int
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		if cmd := c["command"].([]any); cmd[0] != "fleet-agent" {
+			t.Fatalf("agent runs %v", cmd)
+		}
+		for _, a := range c["args"].([]any) {
+			flag := strings.TrimPrefix(strings.SplitN(a.(string), "=", 2)[0], "--")
+			if !strings.HasPrefix(flag, "zap-") && !strings.Contains(src, `"`+flag+`"`) {
+				t.Fatalf("agent chart passes --%s, which fleet-agent does not define", flag)
+			}
+		}
+		for _, e := range c["env"].([]any) {
+			name := e.(map[string]any)["name"].(string)
+			if strings.HasSuffix(name, "_PROXY") {
+				continue // read by Go's net/http
+			}
+			if !strings.Contains(src, `"`+name+`"`) {
+				t.Fatalf("agent chart sets %s, which fleet-agent never reads", name)
+			}
+			checked++
+		}
+	}
+	if checked < 6 {
+		t.Fatalf("only %d env vars checked", checked)
+	}
+}
