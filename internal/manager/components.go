@@ -3,7 +3,9 @@ package manager
 // components lists the manager's controllers in set-up order. Each concern
 // adds one entry here and keeps its code in its own package.
 var components = []Component{
-	{Name: "registration", Setup: setupRegistration},
+	{Name: "registration", Setup: setupRegistration, Unsharded: true},
 	{Name: "targeting", Setup: setupTargeting},
+	{Name: "cluster-status", Setup: setupClusterStatus, Unsharded: true},
 	{Name: "gitops", Setup: setupGitOps},
+	{Name: "operations", Setup: setupOperations},
 }

@@ -95,6 +95,10 @@ func (o *Options) Defaults() {
 type Component struct {
 	Name  string
 	Setup func(ctx context.Context, mgr ctrl.Manager, opts Options) error
+	// Unsharded components (registration, cluster status, Content GC)
+	// must run once per installation: only the replica without --shard-id
+	// sets them up.
+	Unsharded bool
 }
 
 // leaseName is the Lease this replica (or shard) competes for.
@@ -116,6 +120,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.Scheme,
+		Cache:                   shardCache(opts.ShardID),
 		Metrics:                 metricsserver.Options{BindAddress: orDisabled(opts.MetricsAddr)},
 		HealthProbeBindAddress:  orDisabled(opts.ProbeAddr),
 		LeaderElection:          opts.LeaderElection,
@@ -138,6 +143,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	for _, c := range components {
+		if c.Unsharded && opts.ShardID != "" {
+			continue
+		}
 		if err := c.Setup(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
 		}

@@ -10,13 +10,16 @@ import (
 	"github.com/fleetgo/fleet/internal/controller/content"
 )
 
-// setupTargeting adds the targeting controllers: Bundle → BundleDeployments
-// and rollout, Content reference counting and per-cluster Content RBAC,
-// Cluster and ClusterGroup status.
+// setupTargeting adds the Bundle controller: Bundle → BundleDeployments and
+// rollout (every shard, for its own Bundles).
 func setupTargeting(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: opts.Workers, ShardID: opts.ShardID}); err != nil {
-		return err
-	}
+	return bundle.Setup(ctx, mgr, bundle.Options{Workers: opts.Workers, ShardID: opts.ShardID})
+}
+
+// setupClusterStatus adds the controllers that must run once per
+// installation (unsharded replica): Content reference counting and
+// per-cluster Content RBAC, Cluster and ClusterGroup status.
+func setupClusterStatus(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := content.Setup(ctx, mgr, content.Options{}); err != nil {
 		return err
 	}

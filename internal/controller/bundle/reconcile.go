@@ -110,7 +110,9 @@ func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, ke
 	n := 0
 	for i := range bds.Items {
 		bd := &bds.Items[i]
-		if keep[bd.Namespace] {
+		if keep[bd.Namespace] || bd.Labels[fleet.ShardLabel] != r.Opts.ShardID {
+			// Another shard's deployment (the unsharded replica caches
+			// them all) is never ours to delete.
 			continue
 		}
 		n++

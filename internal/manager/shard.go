@@ -1,0 +1,44 @@
+package manager
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// ShardSelector selects the objects of shard id: labelled
+// fleet.cattle.io/shard-ref=<id>, or, for the unsharded replica (id ""),
+// not labelled at all. Objects naming a shard that does not run are never
+// processed, as in Fleet.
+func ShardSelector(id string) labels.Selector {
+	var req *labels.Requirement
+	if id == "" {
+		req, _ = labels.NewRequirement(fleet.ShardLabel, selection.DoesNotExist, nil)
+	} else {
+		req, _ = labels.NewRequirement(fleet.ShardLabel, selection.Equals, []string{id})
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// shardCache limits what this replica's informers hold, so that a shard
+// neither sees nor reconciles another shard's GitRepos and Bundles (and
+// pays memory only for its own). Bundles and BundleDeployments carry their
+// GitRepo's (and Bundle's) labels, hence the shard label.
+//
+// The unsharded replica still caches every BundleDeployment: it alone runs
+// the cluster status and Content controllers, which count a cluster's
+// deployments of all shards. Clusters and ClusterGroups are seen by all.
+func shardCache(id string) cache.Options {
+	sel := ShardSelector(id)
+	by := map[client.Object]cache.ByObject{
+		&fleet.GitRepo{}: {Label: sel},
+		&fleet.Bundle{}:  {Label: sel},
+	}
+	if id != "" {
+		by[&fleet.BundleDeployment{}] = cache.ByObject{Label: sel}
+	}
+	return cache.Options{ByObject: by}
+}
