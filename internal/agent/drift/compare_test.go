@@ -185,3 +185,16 @@ func TestEvaluateCapsLists(t *testing.T) {
 		t.Fatalf("modified %d incomplete %v counts %+v", len(res.Modified), res.Incomplete, res.Counts)
 	}
 }
+
+// Diff never panics, whatever the objects and pointers.
+func FuzzDiff(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2]}}`, `{"a":{"b":[1]}}`, "/a/b/0")
+	f.Add(`{"kind":"ValidatingWebhookConfiguration","webhooks":[{"clientConfig":{}}]}`, `{}`, "/webhooks/5")
+	f.Fuzz(func(t *testing.T, desired, live, pointer string) {
+		d, l := &unstructured.Unstructured{}, &unstructured.Unstructured{}
+		if d.UnmarshalJSON([]byte(desired)) != nil || l.UnmarshalJSON([]byte(live)) != nil {
+			return
+		}
+		_, _, _ = Diff(d, l, []fleet.ComparePatch{{JSONPointers: []string{pointer}}})
+	})
+}
