@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -119,8 +121,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		opts.APIServerCA = cfg.CAData
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme.Scheme,
-		Cache:                   shardCache(opts.ShardID),
+		Scheme: scheme.Scheme,
+		Cache:  shardCache(opts.ShardID),
+		// Several managers may run in one process (shards and replicas in
+		// tests, fleet dev); controller names need not be unique.
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
 		Metrics:                 metricsserver.Options{BindAddress: orDisabled(opts.MetricsAddr)},
 		HealthProbeBindAddress:  orDisabled(opts.ProbeAddr),
 		LeaderElection:          opts.LeaderElection,
