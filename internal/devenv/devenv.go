@@ -238,7 +238,7 @@ func (e *Env) prepareState(ctx context.Context) error {
 		return err
 	}
 	if old != nil {
-		if old.Self != os.Getpid() && alive(old.Self, "") && !strings.Contains(readCmdline(old.Self), "dev down") {
+		if cl := readCmdline(old.Self); old.Self != os.Getpid() && alive(old.Self, "") && strings.Contains(cl, "dev") && !strings.Contains(cl, "dev down") {
 			return fmt.Errorf("another `fleet dev up` (pid %d) is running on %s: stop it with Ctrl-C, or run `fleet dev down`", old.Self, o.StateDir)
 		}
 		if killed := killLeftovers(ctx, old, o.StateDir); len(killed) > 0 {

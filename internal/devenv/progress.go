@@ -18,6 +18,8 @@ type Progress struct {
 	// Clusters are the registered clusters (status.namespace set) by env
 	// label.
 	Clusters map[string]string
+	// CheckedIn counts those whose agent reported since the start.
+	CheckedIn int
 	// Bundles of the example GitRepo, and how many of their deployments
 	// are Ready out of how many exist.
 	Bundles, Ready, Deployments int
@@ -31,25 +33,28 @@ type Progress struct {
 
 // Line is a one-line summary.
 func (p Progress) Line() string {
-	return fmt.Sprintf("clusters registered %d/2 · bundles %d/%d · deployments ready %d/%d",
-		len(p.Clusters), p.Bundles, len(ExampleBundlePaths), p.Ready, 2*len(ExampleBundlePaths))
+	return fmt.Sprintf("clusters registered %d/2 (agents checked in %d/2) · bundles %d/%d · deployments ready %d/%d",
+		len(p.Clusters), p.CheckedIn, p.Bundles, len(ExampleBundlePaths), p.Ready, 2*len(ExampleBundlePaths))
 }
 
 // CheckProgress reads the manager cluster and tells how far the quickstart
-// fleet is.
-func CheckProgress(ctx context.Context, c client.Reader) (Progress, error) {
+// fleet is. An agent counts as checked in when its cluster is neither
+// Offline nor waiting for a first check-in, and it last reported at or after
+// since (so that a resumed run waits for the restarted agents).
+func CheckProgress(ctx context.Context, c client.Reader, since time.Time) (Progress, error) {
 	p := Progress{Clusters: map[string]string{}}
 	f, err := statusview.Load(ctx, c, Workspace)
 	if err != nil {
 		return p, err
 	}
-	checkedIn := 0
 	for i := range f.Clusters {
 		cl := &f.Clusters[i]
 		if env := cl.Labels["env"]; env != "" && cl.Status.Namespace != "" {
 			p.Clusters[env] = cl.Name
-			if st := statusview.ClusterState(cl); st != string(fleet.Offline) && st != "WaitCheckIn" {
-				checkedIn++
+			st := statusview.ClusterState(cl)
+			fresh := !cl.Status.Agent.LastSeen.Time.Before(since.Truncate(time.Second))
+			if st != string(fleet.Offline) && st != "WaitCheckIn" && fresh {
+				p.CheckedIn++
 			}
 		}
 	}
@@ -75,7 +80,7 @@ func CheckProgress(ctx context.Context, c client.Reader) (Progress, error) {
 		pr := p.View.Problems[0]
 		p.Problem = fmt.Sprintf("%s: %s: %s", pr.Object, pr.State, pr.Message)
 	}
-	p.Done = len(p.Clusters) == 2 && checkedIn == 2 && p.Bundles == len(ExampleBundlePaths) &&
+	p.Done = len(p.Clusters) == 2 && p.CheckedIn == 2 && p.Bundles == len(ExampleBundlePaths) &&
 		p.Deployments == 2*len(ExampleBundlePaths) && p.Ready == p.Deployments
 	return p, nil
 }
@@ -98,7 +103,7 @@ func (e *Env) waitAllReady(ctx context.Context) error {
 		if err := e.Failed(); err != nil {
 			return err
 		}
-		p, err := CheckProgress(ctx, uc)
+		p, err := CheckProgress(ctx, uc, e.started)
 		switch {
 		case err != nil:
 			e.logf("    (reading status: %v)", err)

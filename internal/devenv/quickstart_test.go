@@ -114,7 +114,7 @@ func TestQuickstart(t *testing.T) {
 	}
 
 	// What a user sees: all bundles Ready on 2 clusters, in `fleet status`.
-	p, err := CheckProgress(ctx, up)
+	p, err := CheckProgress(ctx, up, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +132,13 @@ func TestQuickstart(t *testing.T) {
 	t.Logf("fleet status --once:\n%s", snapshot.String())
 	if !strings.Contains(snapshot.String(), "6/6 bundle deployments ready, 2 clusters") {
 		t.Errorf("status snapshot does not say 6/6 ready on 2 clusters")
+	}
+	// The same through the built CLI, as the printed guide tells a user.
+	cli, err := exec.CommandContext(ctx, filepath.Join(opts.RepoRoot, "bin", "fleet"), "status", "--once",
+		"--kubeconfig", env.Kubeconfig(Upstream), "-n", Workspace).CombinedOutput()
+	if err != nil || !strings.Contains(string(cli), "6/6 bundle deployments ready, 2 clusters") ||
+		!strings.Contains(string(cli), "GitRepo fleet-default/examples") {
+		t.Errorf("bin/fleet status --once: %v\n%s", err, cli)
 	}
 
 	// Each cluster got its own customization of the Helm chart and of the
@@ -195,7 +202,7 @@ func TestQuickstart(t *testing.T) {
 		if err := up.Get(ctx, client.ObjectKey{Namespace: Workspace, Name: GitRepoName}, gr); err != nil {
 			return false, err.Error()
 		}
-		p, err := CheckProgress(ctx, up)
+		p, err := CheckProgress(ctx, up, time.Time{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -228,6 +235,7 @@ func TestQuickstart(t *testing.T) {
 	// change still deployed.
 	opts.SkipBuild = true
 	opts.BasePort = 0 // taken from the state folder
+	resumed := time.Now()
 	env, err = Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("second `dev up` (resume): %v", err)
@@ -235,11 +243,13 @@ func TestQuickstart(t *testing.T) {
 	stopped = false
 	up, _ = env.Client(Upstream)
 	dev, _ = env.Client(Dev)
-	p, err = CheckProgress(ctx, up)
+	// Up returned only once both restarted agents reported again with the
+	// credentials they kept (the service-account keys survived).
+	p, err = CheckProgress(ctx, up, resumed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Done || p.Clusters["dev"] != devCluster || p.Clusters["prod"] != "prod" {
+	if !p.Done || p.CheckedIn != 2 || p.Clusters["dev"] != devCluster || p.Clusters["prod"] != "prod" {
 		t.Errorf("after resume: %s, clusters %v, want dev still %s", p.Line(), p.Clusters, devCluster)
 	}
 	if got := configMapData(ctx, dev, "fleet-examples", "greeter", "greeting"); got != "hello from dev, second commit" {
