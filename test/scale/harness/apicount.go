@@ -44,13 +44,17 @@ type Requests struct {
 	ByVerb      map[string]int `json:"byVerb"`
 	// Manager counts the manager's own requests in the same window, and
 	// its writes by resource.
-	Manager        int            `json:"manager"`
-	ManagerWrites  map[string]int `json:"managerWrites,omitempty"`
+	Manager int `json:"manager"`
+	// RealAgent counts the requests of the real fleet-agent (not included
+	// in Total), per minute.
+	RealAgentPerMinute float64        `json:"realAgentPerMinute"`
+	RealAgentByVerb    map[string]int `json:"realAgentByVerb,omitempty"`
+	ManagerWrites      map[string]int `json:"managerWrites,omitempty"`
 }
 
 type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
+	Stage     string                    `json:"stage"`
+	Verb      string                    `json:"verb"`
 	User      struct{ Username string } `json:"user"`
 	UserAgent string                    `json:"userAgent"`
 	ObjectRef *struct {
@@ -63,8 +67,10 @@ type auditEvent struct {
 // credentials received in [from, to). workspace is excluded (its
 // ServiceAccount is the registration token's, used before the cluster
 // credential exists).
-func countAgentRequests(path, workspace string, from, to time.Time, clusters int) (Requests, error) {
-	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}, ManagerWrites: map[string]int{}}
+func countAgentRequests(path, workspace, realAgentNS string, from, to time.Time, clusters int) (Requests, error) {
+	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}, ManagerWrites: map[string]int{},
+		RealAgentByVerb: map[string]int{}}
+	realAgent := 0
 	f, err := os.Open(path)
 	if err != nil {
 		return r, err
@@ -101,6 +107,11 @@ func countAgentRequests(path, workspace string, from, to time.Time, clusters int
 		if !ok || strings.HasPrefix(sa, workspace+":") {
 			continue
 		}
+		if realAgentNS != "" && strings.HasPrefix(sa, realAgentNS+":") {
+			realAgent++
+			r.RealAgentByVerb[ev.Verb]++
+			continue
+		}
 		agents[sa] = true
 		r.Total++
 		r.ByVerb[ev.Verb]++
@@ -113,6 +124,9 @@ func countAgentRequests(path, workspace string, from, to time.Time, clusters int
 		}
 	}
 	r.Agents = len(agents)
+	if r.WindowSeconds > 0 {
+		r.RealAgentPerMinute = float64(realAgent) / (r.WindowSeconds / 60)
+	}
 	if clusters > 0 && r.WindowSeconds > 0 {
 		r.PerAgentPerMinute = float64(r.Total) / float64(clusters) / (r.WindowSeconds / 60)
 	}
@@ -152,12 +166,12 @@ type Etcd struct {
 	// value in etcd (sampled over up to 2,000 keys).
 	BytesPerBundleDeployment int `json:"bytesPerBundleDeployment"`
 	// ValuesSecrets are Secrets of type bundle-deployment values.
-	Contents      int   `json:"contents"`
-	ContentBytes  int64 `json:"contentBytes"`
-	Bundles       int   `json:"bundles"`
-	DBSizeBytes   int64 `json:"dbSizeBytes"`
-	DBInUseBytes  int64 `json:"dbInUseBytes"`
-	TotalKeys     int64 `json:"totalKeys"`
+	Contents     int   `json:"contents"`
+	ContentBytes int64 `json:"contentBytes"`
+	Bundles      int   `json:"bundles"`
+	DBSizeBytes  int64 `json:"dbSizeBytes"`
+	DBInUseBytes int64 `json:"dbInUseBytes"`
+	TotalKeys    int64 `json:"totalKeys"`
 	// KeysByResource counts keys per resource ("secrets",
 	// "fleet.cattle.io/clusters", ...): the objects each cluster costs.
 	KeysByResource map[string]int `json:"keysByResource"`

@@ -66,12 +66,12 @@ func cpuSeconds(pid int) float64 {
 
 // Machine describes where the figures were measured.
 type Machine struct {
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpuModel"`
+	CPUs      int     `json:"cpus"`
+	CPUModel  string  `json:"cpuModel"`
 	MemoryGiB float64 `json:"memoryGiB"`
-	Kernel    string `json:"kernel"`
-	Go        string `json:"go"`
-	Date      string `json:"date"`
+	Kernel    string  `json:"kernel"`
+	Go        string  `json:"go"`
+	Date      string  `json:"date"`
 }
 
 func machine() Machine {

@@ -23,6 +23,8 @@ import (
 // harness), registered like any cluster, to measure a real agent's idle
 // footprint next to the simulated ones. It is not targeted by the
 // scenario's bundles (it has no simulator label).
+const realAgentLabel = "real-agent"
+
 type realAgent struct {
 	cmd    *exec.Cmd
 	exited chan error
@@ -34,7 +36,7 @@ func startRealAgent(ctx context.Context, dir string, down *testenv.Cluster, b *r
 		return nil, err
 	}
 	const ns = "cattle-fleet-system"
-	if err := prepareAgentNamespace(ctx, down, ns, b, map[string]any{"labels": map[string]string{"real-agent": "true"}}); err != nil {
+	if err := prepareAgentNamespace(ctx, down, ns, b, map[string]any{"labels": map[string]string{realAgentLabel: "true"}}); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(filepath.Join(dir, "real-agent.log"))

@@ -88,7 +88,9 @@ func (r *Result) problem(format string, args ...any) {
 func (r *Result) PrintTable(w io.Writer) {
 	s := r.Scenario
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, format string, args ...any) { _, _ = fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row := func(k, format string, args ...any) {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...))
+	}
 	row("scenario", "%s (%s)", s.Name, s.About)
 	row("machine", "%d CPUs %s, %.1f GiB, kernel %s, %s", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryGiB, r.Machine.Kernel, r.Machine.Go)
 	row("clusters x bundles x resources", "%d x %d x %d (%s), %d BundleDeployments", s.Clusters, s.Bundles, s.ResourcesPerBundle, s.Mode, r.BundleDeployments)
@@ -133,6 +135,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.Idle != nil {
 		row("idle API requests", "%.3f per agent per minute over %.0fs (%d requests, %d heartbeats, %d other writes, by verb %v)",
 			r.Idle.PerAgentPerMinute, r.Idle.WindowSeconds, r.Idle.Total, r.Idle.Heartbeats, r.Idle.OtherWrites, r.Idle.ByVerb)
+		if r.RealAgent != nil {
+			row("idle real fleet-agent requests", "%.2f per minute (by verb %v)", r.Idle.RealAgentPerMinute, r.Idle.RealAgentByVerb)
+		}
 		row("idle manager requests", "%d in the window, writes %v", r.Idle.Manager, r.Idle.ManagerWrites)
 		row("idle API requests, all clients", "%.0f per minute (%.0f mutating per minute)", r.IdleAPIRequestsAll, r.IdleMutatingAllPerM)
 	}

@@ -270,7 +270,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 				res.problem("after %s only %d of %d BundleDeployments were Ready with the change", o.PhaseTimeout, res.Change.Count, p.want)
 			}
 			time.Sleep(2 * time.Second) // let the audit log flush
-			if r, err := countAgentRequests(auditLog, workspace, p.start, end, sc.Clusters); err == nil {
+			if r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), p.start, end, sc.Clusters); err == nil {
 				res.ChangeRequests = &r
 			}
 		}
@@ -303,7 +303,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		}
 		markPhase("idle")
 		time.Sleep(2 * time.Second)
-		r, err := countAgentRequests(auditLog, workspace, from, to, sc.Clusters)
+		r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), from, to, sc.Clusters)
 		if err != nil {
 			res.problem("audit log: %v", err)
 		} else {

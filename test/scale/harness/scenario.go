@@ -56,7 +56,7 @@ var Scenarios = map[string]Scenario{
 		Change: true, Floor: true,
 		About: "10,000 clusters x 10 bundles, status-only; one bundle change -> all Ready"},
 	"idle": {Name: "idle", Clusters: 1000, Bundles: 1, ResourcesPerBundle: 5, Mode: simulator.StatusOnly,
-		Idle: 10 * time.Minute,
+		Idle:  10 * time.Minute,
 		About: "1,000 registered clusters with one bundle, idle; API requests per agent per minute"},
 	"register-1k": {Name: "register-1k", Clusters: 1000, Mode: simulator.StatusOnly,
 		About: "1,000 agents registering at once"},

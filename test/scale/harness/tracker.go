@@ -90,7 +90,7 @@ type phase struct {
 	// seen with a new deploymentID), to split the time between manager
 	// and agents.
 	written map[string]time.Time
-	filter func(key string, obj runtime.Object) bool
+	filter  func(key string, obj runtime.Object) bool
 	// baseline holds, for a change, the deploymentID of each object at the
 	// start: an object counts only once it is Ready with another one.
 	baseline map[string]string
@@ -116,6 +116,8 @@ type tracker struct {
 	clusters map[string]bool                    // key -> has checked in
 	bdPhase  *phase
 	clPhase  *phase
+	// realAgentNS is the cluster namespace of the real fleet-agent.
+	realAgentNS string
 }
 
 func newTracker() *tracker {
@@ -178,6 +180,9 @@ func (t *tracker) onCluster(obj runtime.Object, deleted bool) {
 	k := key(c)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if c.Labels[realAgentLabel] == "true" && c.Status.Namespace != "" {
+		t.realAgentNS = c.Status.Namespace
+	}
 	t.clusters[k] = in
 	p := t.clPhase
 	if p == nil || !in {
@@ -257,4 +262,10 @@ func (t *tracker) checkedIn() int {
 		}
 	}
 	return n
+}
+
+func (t *tracker) realAgentNamespace() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.realAgentNS
 }
