@@ -175,6 +175,9 @@ type Etcd struct {
 	// KeysByResource counts keys per resource ("secrets",
 	// "fleet.cattle.io/clusters", ...): the objects each cluster costs.
 	KeysByResource map[string]int `json:"keysByResource"`
+	// MeanBytesByResource is the mean value size per resource (sampled over
+	// up to 500 keys each).
+	MeanBytesByResource map[string]int `json:"meanBytesByResource"`
 }
 
 func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
@@ -233,6 +236,20 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 			res += "/" + parts[1]
 		}
 		e.KeysByResource[res]++
+	}
+	e.MeanBytesByResource = map[string]int{}
+	for res := range e.KeysByResource {
+		sample, err := cli.Get(ctx, "/registry/"+res+"/", clientv3.WithPrefix(), clientv3.WithLimit(500))
+		if err != nil {
+			return e, err
+		}
+		sum := 0
+		for _, kv := range sample.Kvs {
+			sum += len(kv.Value)
+		}
+		if len(sample.Kvs) > 0 {
+			e.MeanBytesByResource[res] = sum / len(sample.Kvs)
+		}
 	}
 	st, err := cli.Status(ctx, endpoint)
 	if err != nil {
