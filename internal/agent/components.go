@@ -6,8 +6,10 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fleetgo/fleet/internal/agent/bundledeployment"
+	"github.com/fleetgo/fleet/internal/metrics"
 )
 
 // Env is what an agent component gets once the agent is registered: an
@@ -51,5 +53,11 @@ var components = []Component{
 			ClusterNamespace: env.ClusterNamespace, AgentNamespace: env.AgentNamespace,
 			Workers: env.Workers,
 		})
+	}},
+	{Name: "metrics", Setup: func(_ context.Context, env Env) error {
+		// fleet_agent_bundledeployments from the agent's own cache.
+		return env.Upstream.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return metrics.Run(ctx, metrics.Source{Reader: env.Upstream.GetCache(), Agent: true})
+		}))
 	}},
 }
