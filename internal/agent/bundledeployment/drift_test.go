@@ -152,3 +152,22 @@ func TestReadinessAndDependsOn(t *testing.T) {
 	waitState(t, "b", idB, fleet.Ready)
 	must(t, func() error { _, err := configMap(t, "dep-ns", "after-a"); return err }())
 }
+
+// A new version applies over a field someone else changed (the agent is the
+// authority on what it deployed; no server-side apply conflict).
+func TestUpgradeOverDrift(t *testing.T) {
+	ctx := context.Background()
+	b := bundle{name: "overdrift", files: map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: od\ndata:\n  a: \"1\"\n"},
+		opts: fleet.BundleDeploymentOptions{DefaultNamespace: "od-ns"}}
+	id := put(t, b)
+	waitState(t, "overdrift", id, fleet.Ready)
+	cm, err := configMap(t, "od-ns", "od")
+	must(t, err)
+	cm.Data["a"] = "2"
+	must(t, down.Client.Update(ctx, cm, client.FieldOwner("kubectl-edit")))
+	waitState(t, "overdrift", id, fleet.Modified)
+	b.files["cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: od\ndata:\n  a: \"5\"\n"
+	id2 := put(t, b)
+	waitState(t, "overdrift", id2, fleet.Ready)
+	wantData(t, "od-ns", "od", "a", "5")
+}

@@ -236,6 +236,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 		i.TakeOwnership = helm.TakeOwnership
 		i.ForceReplace = helm.Force
 		i.ServerSideApply = !helm.TakeOwnership && !helm.Force
+		// The agent is the authority on what it deploys: fields someone
+		// else changed are taken back instead of failing with a conflict.
+		i.ForceConflicts = i.ServerSideApply
 		i.RollbackOnFailure = helm.Atomic
 		i.WaitStrategy, i.Timeout, i.WaitForJobs = wait, timeout, helm.WaitForJobs
 		i.SkipSchemaValidation = helm.SkipSchemaValidation
@@ -247,8 +250,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 		u.Namespace = ns
 		u.TakeOwnership = true
 		u.ForceReplace = helm.Force || (opts.CorrectDrift != nil && opts.CorrectDrift.Force)
+		u.ServerSideApply, u.ForceConflicts = "true", true
 		if u.ForceReplace {
-			u.ServerSideApply = "false"
+			u.ServerSideApply, u.ForceConflicts = "false", false
 		}
 		u.MaxHistory = maxHistory(helm)
 		u.RollbackOnFailure = helm.Atomic
