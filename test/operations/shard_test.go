@@ -1,0 +1,142 @@
+package operations
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/gitops/gittest"
+	"github.com/fleetgo/fleet/internal/manager"
+)
+
+func startManager(ctx context.Context, g *WithT, opts manager.Options) {
+	opts.MetricsAddr, opts.ProbeAddr, opts.WebhookAddr = "0", "0", "0"
+	if opts.Workers == 0 {
+		opts.Workers = 2
+	}
+	mgr, err := manager.New(ctx, upstream.Config, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = mgr.Start(ctx) }()
+}
+
+func shardLabels(shard string) map[string]string {
+	if shard == "" {
+		return nil
+	}
+	return map[string]string{fleet.ShardLabel: shard}
+}
+
+// processed reports whether the Bundle controller has taken the Bundle on
+// (finalizer and a status summary for its one target).
+func processed(ctx context.Context, g Gomega, ns, name string) bool {
+	b := &fleet.Bundle{}
+	g.Expect(upstream.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b)).To(Succeed())
+	return controllerutil.ContainsFinalizer(b, bundle.Finalizer) && b.Status.Summary.DesiredReady == 1
+}
+
+// TestShardsReconcileOnlyTheirOwn: a Bundle or GitRepo labelled for shard
+// "a" or "b" is handled only once that shard's manager runs, its Bundles
+// and BundleDeployments carry the shard label, unlabelled objects wait for
+// the unsharded manager, and objects of a shard that does not run ("z")
+// are never processed.
+func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := upstream.Client
+	const ns = "shards"
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	// A target cluster whose namespace exists (no registration runs here).
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shards-c1"}})).To(Succeed())
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "shard"}}}
+	g.Expect(up.Create(ctx, c)).To(Succeed())
+	c.Status.Namespace = "shards-c1"
+	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
+
+	target := []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "shard"}}}}
+	for _, b := range []struct{ name, shard string }{{"bundle-a", "a"}, {"bundle-b", "b"}, {"bundle-none", ""}, {"bundle-z", "z"}} {
+		g.Expect(up.Create(ctx, &fleet.Bundle{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: b.name, Labels: shardLabels(b.shard)},
+			Spec: fleet.BundleSpec{
+				Resources: []fleet.BundleResource{{Name: "cm.yaml", Content: configMap(b.name, "x")}},
+				Targets:   target,
+			},
+		})).To(Succeed())
+	}
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "sharded")
+	repo.Commit("master", map[string]string{"app/cm.yaml": configMap("app", "v1")})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	for _, shard := range []string{"a", "b"} {
+		g.Expect(up.Create(ctx, &fleet.GitRepo{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo-" + shard, Labels: shardLabels(shard)},
+			Spec: fleet.GitRepoSpec{Repo: srv.URLFor(repo), Paths: []string{"app"},
+				Targets: []fleet.GitTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "shard"}}}}},
+		})).To(Succeed())
+	}
+	repoCommit := func(g Gomega, name string) string {
+		r := &fleet.GitRepo{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
+		return r.Status.Commit
+	}
+
+	// Shard a alone: only a's objects move.
+	startManager(ctx, g, manager.Options{ShardID: "a"})
+	g.Eventually(func(g Gomega) bool { return processed(ctx, g, ns, "bundle-a") }, wait, tick).Should(BeTrue())
+	g.Eventually(func(g Gomega) string { return repoCommit(g, "repo-a") }, wait, tick).ShouldNot(BeEmpty())
+	// The GitRepo's Bundle and its BundleDeployment carry the shard label
+	// and are handled by shard a.
+	g.Eventually(func(g Gomega) {
+		bundles := &fleet.BundleList{}
+		g.Expect(up.List(ctx, bundles, client.InNamespace(ns), client.MatchingLabels{fleet.RepoLabel: "repo-a"})).To(Succeed())
+		g.Expect(bundles.Items).To(HaveLen(1))
+		g.Expect(bundles.Items[0].Labels).To(HaveKeyWithValue(fleet.ShardLabel, "a"))
+		g.Expect(processed(ctx, g, ns, bundles.Items[0].Name)).To(BeTrue())
+		bd := &fleet.BundleDeployment{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: bundles.Items[0].Name}, bd)).To(Succeed())
+		g.Expect(bd.Labels).To(HaveKeyWithValue(fleet.ShardLabel, "a"))
+	}, wait, tick).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(processed(ctx, g, ns, "bundle-b")).To(BeFalse())
+		g.Expect(repoCommit(g, "repo-b")).To(BeEmpty())
+	}, 5*time.Second, tick).Should(Succeed())
+
+	// Shard b starts: b's objects move too; unlabelled ones and those of
+	// shard z (not running) never do.
+	startManager(ctx, g, manager.Options{ShardID: "b"})
+	g.Eventually(func(g Gomega) bool { return processed(ctx, g, ns, "bundle-b") }, wait, tick).Should(BeTrue())
+	g.Eventually(func(g Gomega) string { return repoCommit(g, "repo-b") }, wait, tick).ShouldNot(BeEmpty())
+	g.Consistently(func(g Gomega) {
+		g.Expect(processed(ctx, g, ns, "bundle-none")).To(BeFalse())
+		g.Expect(processed(ctx, g, ns, "bundle-z")).To(BeFalse())
+	}, 5*time.Second, tick).Should(Succeed())
+
+	// The unsharded replica takes the unlabelled bundle. It caches every
+	// BundleDeployment (for cluster status), yet deletes none of the
+	// shards' and never touches shard z's bundle.
+	startManager(ctx, g, manager.Options{})
+	g.Eventually(func(g Gomega) bool { return processed(ctx, g, ns, "bundle-none") }, wait, tick).Should(BeTrue())
+	g.Consistently(func(g Gomega) {
+		g.Expect(processed(ctx, g, ns, "bundle-z")).To(BeFalse())
+		for _, name := range []string{"bundle-a", "bundle-b", "bundle-none"} {
+			g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: name}, &fleet.BundleDeployment{})).To(Succeed())
+		}
+	}, 5*time.Second, tick).Should(Succeed())
+
+	// Deleting a's bundle is finalized by shard a (its BundleDeployment
+	// goes), b's stays.
+	g.Expect(up.Delete(ctx, &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bundle-a"}})).To(Succeed())
+	g.Eventually(func(g Gomega) bool {
+		err := up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: "bundle-a"}, &fleet.BundleDeployment{})
+		return err != nil
+	}, wait, tick).Should(BeTrue())
+	g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: "bundle-b"}, &fleet.BundleDeployment{})).To(Succeed())
+}
