@@ -171,3 +171,19 @@ func TestUpgradeOverDrift(t *testing.T) {
 	waitState(t, "overdrift", id2, fleet.Ready)
 	wantData(t, "od-ns", "od", "a", "5")
 }
+
+// correctDrift.force restores by replacing the objects.
+func TestCorrectDriftForce(t *testing.T) {
+	ctx := context.Background()
+	id := put(t, bundle{name: "force", files: map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: forced-cm\ndata:\n  a: \"1\"\n"},
+		opts: fleet.BundleDeploymentOptions{DefaultNamespace: "force-ns"}, correctDrift: &fleet.CorrectDrift{Enabled: true, Force: true}})
+	waitState(t, "force", id, fleet.Ready)
+	cm, err := configMap(t, "force-ns", "forced-cm")
+	must(t, err)
+	cm.Data["a"] = "2"
+	must(t, down.Client.Update(ctx, cm))
+	wantData(t, "force-ns", "forced-cm", "a", "1")
+	must(t, down.Client.Delete(ctx, cm))
+	wantData(t, "force-ns", "forced-cm", "a", "1")
+	waitState(t, "force", id, fleet.Ready)
+}
