@@ -289,17 +289,19 @@ func DeploymentError(bd *fleet.BundleDeployment) string {
 	return ""
 }
 
-// ClusterState is the cluster's display state, as the manager computed it;
-// Offline wins when the Offline condition is True.
+// ClusterState is the cluster's display state, as the manager computed it:
+// WaitCheckIn until the agent first reports, then Offline when the Offline
+// condition is True, else the manager's display state.
 func ClusterState(c *fleet.Cluster) string {
+	if c.Status.Agent.LastSeen.IsZero() {
+		// Never reported: not offline, just not there yet.
+		return "WaitCheckIn"
+	}
 	if o := find(c.Status.Conditions, fleet.ConditionOffline); o != nil && o.Status == metav1.ConditionTrue {
 		return string(fleet.Offline)
 	}
 	if c.Status.Display.State != "" {
 		return c.Status.Display.State
-	}
-	if c.Status.Agent.LastSeen.IsZero() {
-		return "WaitCheckIn"
 	}
 	if r := find(c.Status.Conditions, fleet.ConditionReady); r != nil && r.Status == metav1.ConditionTrue {
 		return string(fleet.Ready)

@@ -152,3 +152,24 @@ func TestAllReady(t *testing.T) {
 		t.Error("an empty view is AllReady")
 	}
 }
+
+func TestClusterState(t *testing.T) {
+	offline := []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue}}
+	seen := fleet.AgentStatus{LastSeen: metav1.NewTime(seedNow)}
+	for _, tc := range []struct {
+		name string
+		st   fleet.ClusterStatus
+		want string
+	}{
+		{name: "never checked in, even if marked offline", st: fleet.ClusterStatus{Conditions: offline}, want: "WaitCheckIn"},
+		{name: "offline condition wins over display", st: fleet.ClusterStatus{Agent: seen, Conditions: offline, Display: fleet.ClusterDisplay{State: "Ready"}}, want: "Offline"},
+		{name: "display state", st: fleet.ClusterStatus{Agent: seen, Display: fleet.ClusterDisplay{State: "Modified"}}, want: "Modified"},
+		{name: "no display yet", st: fleet.ClusterStatus{Agent: seen}, want: "NotReady"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClusterState(&fleet.Cluster{Status: tc.st}); got != tc.want {
+				t.Errorf("ClusterState = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
