@@ -28,8 +28,9 @@ func TestFleetTargetAndTemplateError(t *testing.T) {
 	for _, n := range []string{"x1", "x2", "x3"} {
 		c := newCluster(t, ctx, ws, n, map[string]string{"env": map[string]string{"x1": "prod", "x2": "dev", "x3": "dev"}[n]}, time.Second)
 		if n != "x3" {
-			c.Spec.TemplateValues = &fleet.GenericMap{Data: map[string]interface{}{"size": n + "-size"}}
-			must(t, env.Client.Update(ctx, c))
+			update(t, ctx, c, false, func() {
+				c.Spec.TemplateValues = &fleet.GenericMap{Data: map[string]interface{}{"size": n + "-size"}}
+			})
 		}
 	}
 	b := &fleet.Bundle{TypeMeta: metav1.TypeMeta{APIVersion: fleet.GroupVersion.String(), Kind: "Bundle"}, ObjectMeta: metav1.ObjectMeta{Name: "preview"}}

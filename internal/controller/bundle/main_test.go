@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -149,7 +150,7 @@ func bundleDeployments(ctx context.Context, ns, name string) (map[string]*fleet.
 
 // playAgents makes every deployment of the bundle report its current
 // version as applied; ready unless the cluster is in notReady, untouched if
-// in skip.
+// in skip. Conflicts with the controllers' writes are retried.
 func playAgents(ctx context.Context, ns, name string, notReady, skip map[string]bool) error {
 	bds, err := bundleDeployments(ctx, ns, name)
 	if err != nil {
@@ -159,16 +160,37 @@ func playAgents(ctx context.Context, ns, name string, notReady, skip map[string]
 		if skip[cl] {
 			continue
 		}
-		want := fleet.BundleDeploymentStatus{AppliedDeploymentID: bd.Spec.DeploymentID, Ready: !notReady[cl], NonModified: true, Conditions: bd.Status.Conditions}
-		if bd.Status.AppliedDeploymentID == want.AppliedDeploymentID && bd.Status.Ready == want.Ready && bd.Status.NonModified {
-			continue
-		}
-		bd.Status.AppliedDeploymentID, bd.Status.Ready, bd.Status.NonModified = want.AppliedDeploymentID, want.Ready, true
-		if err := env.Client.Status().Update(ctx, bd); err != nil && !apierrors.IsConflict(err) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bd), bd); err != nil {
+				return err
+			}
+			if bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && bd.Status.Ready == !notReady[cl] && bd.Status.NonModified {
+				return nil
+			}
+			bd.Status.AppliedDeploymentID, bd.Status.Ready, bd.Status.NonModified = bd.Spec.DeploymentID, !notReady[cl], true
+			return env.Client.Status().Update(ctx, bd)
+		})
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// update re-reads obj, applies mutate and writes it (status subresource if
+// status), retrying on conflicts with the controllers' own writes.
+func update(t testing.TB, ctx context.Context, obj client.Object, status bool, mutate func()) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		if status {
+			return env.Client.Status().Update(ctx, obj)
+		}
+		return env.Client.Update(ctx, obj)
+	}))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -65,10 +65,8 @@ func newRolloutFixture(t *testing.T, ws string, n int, rs *fleet.RolloutStrategy
 
 // update changes the bundle's resources: a new version to roll out.
 func (f *rolloutFixture) update(t *testing.T) {
-	b := &fleet.Bundle{}
-	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ws, Name: f.name}, b))
-	b.Spec.Resources = resources("v: 2\n")
-	must(t, env.Client.Update(f.ctx, b))
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: f.ws, Name: f.name}}
+	update(t, f.ctx, b, false, func() { b.Spec.Resources = resources("v: 2\n") })
 }
 
 // promoted returns the clusters whose current version is the staged (new)
@@ -249,10 +247,8 @@ func TestMaxUnavailableHaltsAndOfflineDoesNotBlock(t *testing.T) {
 		return nil
 	})
 	// The cluster comes back: its deployment loses the Offline mark.
-	c := &fleet.Cluster{}
-	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ws, Name: "r-03"}, c))
-	c.Status.Agent.LastSeen = metav1.Now()
-	must(t, env.Client.Status().Update(f.ctx, c))
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ws, Name: "r-03"}}
+	update(t, f.ctx, c, true, func() { c.Status.Agent.LastSeen = metav1.Now() })
 	eventually(t, 60*time.Second, func() error {
 		bds, err := bundleDeployments(f.ctx, f.ws, f.name)
 		if err != nil {

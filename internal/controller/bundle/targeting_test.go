@@ -184,13 +184,13 @@ func TestTargeting200Clusters(t *testing.T) {
 
 	// Relabel: the deployments follow.
 	relabel := func(name string, kv ...string) {
-		c := &fleet.Cluster{}
-		must(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ws, Name: name}, c))
-		for i := 0; i+1 < len(kv); i += 2 {
-			c.Labels[kv[i]] = kv[i+1]
-			clusterLabels[name][kv[i]] = kv[i+1]
-		}
-		must(t, env.Client.Update(ctx, c))
+		c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: name}}
+		update(t, ctx, c, false, func() {
+			for i := 0; i+1 < len(kv); i += 2 {
+				c.Labels[kv[i]] = kv[i+1]
+				clusterLabels[name][kv[i]] = kv[i+1]
+			}
+		})
 	}
 	relabel("c-001", "region", "eu") // joins group eu: eu-only, and sa eu-sa
 	relabel("c-004", "env", "dev")   // leaves prod: no prod-ns
