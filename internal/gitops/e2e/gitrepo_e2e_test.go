@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -28,6 +30,9 @@ import (
 var upstream, downstream *testenv.Cluster
 
 func TestMain(m *testing.M) {
+	if os.Getenv("E2E_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	}
 	var err error
 	if upstream, err = testenv.Start(testenv.Options{Name: "gitops-upstream"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -107,6 +112,8 @@ func TestGitRepoToDownstream(t *testing.T) {
 	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
 		AgentCheckinInterval: 5 * time.Second, Workers: 4,
+		// The bootstrap also creates the system namespaces registration uses.
+		BootstrapNamespace: "fleet-local",
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = mgr.Start(ctx) }()
