@@ -31,6 +31,7 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 )
 
 // Finalizer makes deleting a GitRepo delete its Bundles first.
@@ -155,7 +156,7 @@ func bundleToRepo(_ context.Context, o client.Object) []reconcile.Request {
 
 // TriggerWebhook records a verified push on the GitRepo's status and asks
 // for an immediate sync.
-func (r *Reconciler) TriggerWebhook(ctx context.Context, repo *fleet.GitRepo, push *webhook.Push) error {
+func (r *Reconciler) TriggerWebhook(ctx context.Context, repo *fleet.GitRepo, push *payload.Push) error {
 	base := repo.DeepCopy()
 	repo.Status.WebhookCommit = push.Commit
 	now := metaNow()

@@ -14,6 +14,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/webhooktest"
 )
 
@@ -94,14 +95,14 @@ func TestWebhooks(t *testing.T) {
 	createRepo(t, ns2, "own", fleet.GitRepoSpec{Repo: srv.URLFor(repo2), Branch: "main", WebhookSecret: "hook", PollingInterval: &metav1.Duration{Duration: time.Hour}})
 	waitSynced(t, ns2, "own", c2, 1)
 	next := repo2.Commit("main", map[string]string{"cm.yaml": configMap("b", "1")})
-	h, body := webhooktest.Push(webhook.GitHub, srv.URLFor(repo2), next)
+	h, body := webhooktest.Push(payload.GitHub, srv.URLFor(repo2), next)
 	shared := h.Clone()
-	webhooktest.Sign(webhook.GitHub, shared, body, "shared-s3cret")
+	webhooktest.Sign(payload.GitHub, shared, body, "shared-s3cret")
 	if code := postWebhook(t, shared, body); code != http.StatusForbidden {
 		t.Fatalf("shared secret for a repo with its own: %d", code)
 	}
 	own := h.Clone()
-	webhooktest.Sign(webhook.GitHub, own, body, "own-secret")
+	webhooktest.Sign(payload.GitHub, own, body, "own-secret")
 	if code := postWebhook(t, own, body); code != http.StatusOK {
 		t.Fatalf("own secret: %d", code)
 	}
@@ -109,9 +110,9 @@ func TestWebhooks(t *testing.T) {
 
 	// A push to another branch does not trigger; an unknown sender is 400.
 	other := repo2.Commit("other", map[string]string{"cm.yaml": configMap("b", "2")})
-	h, body = webhooktest.Push(webhook.GitHub, srv.URLFor(repo2), other)
+	h, body = webhooktest.Push(payload.GitHub, srv.URLFor(repo2), other)
 	body = bytes.Replace(body, []byte("refs/heads/main"), []byte("refs/heads/other"), 1)
-	webhooktest.Sign(webhook.GitHub, h, body, "shared-s3cret")
+	webhooktest.Sign(payload.GitHub, h, body, "shared-s3cret")
 	if code := postWebhook(t, h, body); code != http.StatusOK {
 		t.Fatalf("other branch: %d", code)
 	}

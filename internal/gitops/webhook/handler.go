@@ -1,3 +1,6 @@
+// Package webhook receives push notifications from git hosts and asks the
+// GitRepo controller to sync the GitRepos whose repo URL and branch match.
+// Only correctly signed requests change anything (see package payload).
 package webhook
 
 import (
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 )
 
 // DefaultSecretName is the Secret, in the system namespace, with the
@@ -25,7 +29,7 @@ const DefaultSecretName = "gitjob-webhook"
 const MaxBodyBytes = 10 << 20
 
 // TriggerFunc asks for an immediate sync of repo because of push.
-type TriggerFunc func(ctx context.Context, repo *fleet.GitRepo, push *Push) error
+type TriggerFunc func(ctx context.Context, repo *fleet.GitRepo, push *payload.Push) error
 
 // Handler serves webhook requests.
 type Handler struct {
@@ -68,7 +72,7 @@ func (h *Handler) handle(r *http.Request) result {
 	if len(body) > MaxBodyBytes {
 		return result{status: http.StatusRequestEntityTooLarge, msg: "body too large"}
 	}
-	p, err := Detect(r.Header)
+	p, err := payload.Detect(r.Header)
 	if err != nil {
 		return result{status: http.StatusBadRequest, msg: err.Error()}
 	}
@@ -79,14 +83,14 @@ func (h *Handler) handle(r *http.Request) result {
 		return result{status: http.StatusServiceUnavailable, msg: "reading webhook secret failed"}
 	}
 
-	push, perr := Parse(p, r.Header, body)
+	push, perr := payload.Parse(p, r.Header, body)
 	if perr != nil {
 		// Only a correctly signed request learns whether its payload was
 		// understood; everything else is refused the same way.
-		if err := Verify(p, r, body, global); err != nil {
+		if err := payload.Verify(p, r, body, global); err != nil {
 			return refuse(err)
 		}
-		if errors.Is(perr, ErrIgnored) {
+		if errors.Is(perr, payload.ErrIgnored) {
 			return result{status: http.StatusOK, msg: "ignored: " + perr.Error()}
 		}
 		return result{status: http.StatusBadRequest, msg: perr.Error()}
@@ -97,7 +101,7 @@ func (h *Handler) handle(r *http.Request) result {
 		return result{status: http.StatusServiceUnavailable, msg: "listing GitRepos failed"}
 	}
 	if len(repos) == 0 {
-		if err := Verify(p, r, body, global); err != nil {
+		if err := payload.Verify(p, r, body, global); err != nil {
 			return refuse(err)
 		}
 		return result{status: http.StatusOK, msg: "no GitRepo matches"}
@@ -112,7 +116,7 @@ func (h *Handler) handle(r *http.Request) result {
 				return result{status: http.StatusServiceUnavailable, msg: "reading webhook secret failed"}
 			}
 		}
-		if err := Verify(p, r, body, secrets); err != nil {
+		if err := payload.Verify(p, r, body, secrets); err != nil {
 			verifyErr = err
 			continue
 		}
@@ -128,14 +132,14 @@ func (h *Handler) handle(r *http.Request) result {
 }
 
 func refuse(err error) result {
-	if errors.Is(err, ErrBadSignature) {
+	if errors.Is(err, payload.ErrBadSignature) {
 		return result{status: http.StatusForbidden, msg: err.Error()}
 	}
 	return result{status: http.StatusUnauthorized, msg: err.Error()}
 }
 
 // secrets reads a webhook Secret; a missing Secret means no secrets.
-func (h *Handler) secrets(ctx context.Context, ns, name string) (Secrets, error) {
+func (h *Handler) secrets(ctx context.Context, ns, name string) (payload.Secrets, error) {
 	var s corev1.Secret
 	reader := h.SecretReader
 	if reader == nil {
@@ -143,28 +147,28 @@ func (h *Handler) secrets(ctx context.Context, ns, name string) (Secrets, error)
 	}
 	err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
 	if apierrors.IsNotFound(err) {
-		return Secrets{}, nil
+		return payload.Secrets{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return SecretsFromData(s.Data), nil
+	return payload.SecretsFromData(s.Data), nil
 }
 
 // matching returns the GitRepos whose repo URL and branch (or tag) match
 // the push. A push without a ref matches on the URL alone.
-func (h *Handler) matching(ctx context.Context, push *Push) ([]fleet.GitRepo, error) {
+func (h *Handler) matching(ctx context.Context, push *payload.Push) ([]fleet.GitRepo, error) {
 	var list fleet.GitRepoList
 	if err := h.Reader.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	urls := map[string]bool{}
 	for _, u := range push.RepoURLs {
-		urls[NormalizeURL(u)] = true
+		urls[payload.NormalizeURL(u)] = true
 	}
 	var out []fleet.GitRepo
 	for _, repo := range list.Items {
-		if !urls[NormalizeURL(repo.Spec.Repo)] || !refMatches(&repo, push) {
+		if !urls[payload.NormalizeURL(repo.Spec.Repo)] || !refMatches(&repo, push) {
 			continue
 		}
 		out = append(out, repo)
@@ -172,7 +176,7 @@ func (h *Handler) matching(ctx context.Context, push *Push) ([]fleet.GitRepo, er
 	return out, nil
 }
 
-func refMatches(repo *fleet.GitRepo, push *Push) bool {
+func refMatches(repo *fleet.GitRepo, push *payload.Push) bool {
 	if push.Ref == "" {
 		return true
 	}

@@ -8,21 +8,21 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 )
 
 //go:embed payloads/*.json
 var payloads embed.FS
 
 // Providers lists every provider with a recorded push payload.
-var Providers = []webhook.Provider{
-	webhook.GitHub, webhook.GitLab, webhook.Bitbucket, webhook.BitbucketServer,
-	webhook.Gitea, webhook.Gogs, webhook.AzureDevOps,
+var Providers = []payload.Provider{
+	payload.GitHub, payload.GitLab, payload.Bitbucket, payload.BitbucketServer,
+	payload.Gitea, payload.Gogs, payload.AzureDevOps,
 }
 
 // Push returns the headers and body of a push of commit to branch "main"
 // of repoURL, as provider p sends it, unsigned.
-func Push(p webhook.Provider, repoURL, commit string) (http.Header, []byte) {
+func Push(p payload.Provider, repoURL, commit string) (http.Header, []byte) {
 	raw, err := payloads.ReadFile("payloads/" + fileOf(p) + "-push.json")
 	if err != nil {
 		panic(err)
@@ -31,25 +31,25 @@ func Push(p webhook.Provider, repoURL, commit string) (http.Header, []byte) {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	switch p {
-	case webhook.GitHub:
+	case payload.GitHub:
 		h.Set("X-GitHub-Event", "push")
 		h.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-	case webhook.GitLab:
+	case payload.GitLab:
 		h.Set("X-Gitlab-Event", "Push Hook")
-	case webhook.Bitbucket:
+	case payload.Bitbucket:
 		h.Set("X-Event-Key", "repo:push")
 		h.Set("X-Hook-UUID", "cfd1a1b0-0000-0000-0000-000000000000")
 		h.Set("User-Agent", "Bitbucket-Webhooks/2.0")
-	case webhook.BitbucketServer:
+	case payload.BitbucketServer:
 		h.Set("X-Event-Key", "repo:refs_changed")
 		h.Set("X-Request-Id", "b7a3c2d1-0000-0000-0000-000000000000")
-	case webhook.Gitea:
+	case payload.Gitea:
 		h.Set("X-Gitea-Event", "push")
 		h.Set("X-Gogs-Event", "push")
 		h.Set("X-GitHub-Event", "push")
-	case webhook.Gogs:
+	case payload.Gogs:
 		h.Set("X-Gogs-Event", "push")
-	case webhook.AzureDevOps:
+	case payload.AzureDevOps:
 		h.Set("X-Vss-Activityid", "9b6c2d4e-0000-0000-0000-000000000000")
 	}
 	return h, []byte(body)
@@ -57,13 +57,13 @@ func Push(p webhook.Provider, repoURL, commit string) (http.Header, []byte) {
 
 // Sign adds the signature (or token, or basic auth for Azure DevOps) that
 // p sends when configured with secret.
-func Sign(p webhook.Provider, h http.Header, body []byte, secret string) {
-	if p == webhook.AzureDevOps {
+func Sign(p payload.Provider, h http.Header, body []byte, secret string) {
+	if p == payload.AzureDevOps {
 		r := &http.Request{Header: h}
 		r.SetBasicAuth("fleet", secret)
 		return
 	}
-	k, v := webhook.Sign(p, secret, body)
+	k, v := payload.Sign(p, secret, body)
 	h.Set(k, v)
 }
 
@@ -71,19 +71,19 @@ func Sign(p webhook.Provider, h http.Header, body []byte, secret string) {
 // provider (Azure DevOps: user "fleet", password secret).
 func SecretData(secret string) map[string][]byte {
 	d := map[string][]byte{
-		webhook.KeyAzureUsername: []byte("fleet"),
-		webhook.KeyAzurePassword: []byte(secret),
+		payload.KeyAzureUsername: []byte("fleet"),
+		payload.KeyAzurePassword: []byte(secret),
 	}
 	for _, p := range Providers {
-		if p != webhook.AzureDevOps {
+		if p != payload.AzureDevOps {
 			d[string(p)] = []byte(secret)
 		}
 	}
 	return d
 }
 
-func fileOf(p webhook.Provider) string {
-	if p == webhook.AzureDevOps {
+func fileOf(p payload.Provider) string {
+	if p == payload.AzureDevOps {
 		return "azure"
 	}
 	return string(p)

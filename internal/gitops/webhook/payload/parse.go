@@ -1,10 +1,10 @@
-// Package webhook receives push notifications from git hosts (GitHub,
-// GitLab, Bitbucket cloud and server, Gitea, Gogs, Azure DevOps), checks each
-// provider's signature or token, and asks the GitRepo controller to sync the
-// GitRepos whose repo URL and branch match. Payloads are decoded into the
-// types of github.com/go-playground/webhooks/v6; signatures are checked here,
-// in constant time, before anything is changed.
-package webhook
+// Package payload understands the push webhooks of git hosts (GitHub,
+// GitLab, Bitbucket cloud and server, Gitea, Gogs, Azure DevOps): it tells
+// the provider from the headers, checks its signature or token in constant
+// time, decodes push payloads into the types of
+// github.com/go-playground/webhooks/v6 and normalizes repository URLs. It has
+// no Kubernetes dependencies, so that it is cheap to fuzz.
+package payload
 
 import (
 	"crypto/hmac"

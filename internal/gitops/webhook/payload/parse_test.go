@@ -1,4 +1,4 @@
-package webhook_test
+package payload_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/webhooktest"
 )
 
@@ -25,11 +25,11 @@ func TestRecordedPayloads(t *testing.T) {
 	for _, p := range webhooktest.Providers {
 		t.Run(string(p), func(t *testing.T) {
 			h, body := webhooktest.Push(p, repoURL, commit)
-			got, err := webhook.Detect(h)
+			got, err := payload.Detect(h)
 			if err != nil || got != p {
 				t.Fatalf("Detect = %q, %v", got, err)
 			}
-			push, err := webhook.Parse(p, h, body)
+			push, err := payload.Parse(p, h, body)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -40,31 +40,31 @@ func TestRecordedPayloads(t *testing.T) {
 				t.Fatalf("repo URLs %v miss %s", push.RepoURLs, repoURL)
 			}
 
-			secrets := webhook.SecretsFromData(webhooktest.SecretData("right"))
+			secrets := payload.SecretsFromData(webhooktest.SecretData("right"))
 			// Unsigned: refused.
-			if err := webhook.Verify(p, request(h.Clone(), body), body, secrets); !errors.Is(err, webhook.ErrMissingSig) {
+			if err := payload.Verify(p, request(h.Clone(), body), body, secrets); !errors.Is(err, payload.ErrMissingSig) {
 				t.Fatalf("unsigned: %v", err)
 			}
 			// Signed with the wrong secret: refused.
 			wrong := h.Clone()
 			webhooktest.Sign(p, wrong, body, "wrong")
-			if err := webhook.Verify(p, request(wrong, body), body, secrets); !errors.Is(err, webhook.ErrBadSignature) {
+			if err := payload.Verify(p, request(wrong, body), body, secrets); !errors.Is(err, payload.ErrBadSignature) {
 				t.Fatalf("wrong secret: %v", err)
 			}
 			// Signed right: accepted; a changed body is then refused.
 			signed := h.Clone()
 			webhooktest.Sign(p, signed, body, "right")
-			if err := webhook.Verify(p, request(signed, body), body, secrets); err != nil {
+			if err := payload.Verify(p, request(signed, body), body, secrets); err != nil {
 				t.Fatalf("signed: %v", err)
 			}
-			if p != webhook.GitLab && p != webhook.AzureDevOps {
+			if p != payload.GitLab && p != payload.AzureDevOps {
 				tampered := append(bytes.Clone(body), ' ')
-				if err := webhook.Verify(p, request(signed, tampered), tampered, secrets); !errors.Is(err, webhook.ErrBadSignature) {
+				if err := payload.Verify(p, request(signed, tampered), tampered, secrets); !errors.Is(err, payload.ErrBadSignature) {
 					t.Fatalf("tampered body: %v", err)
 				}
 			}
 			// No secret configured: refused.
-			if err := webhook.Verify(p, request(signed, body), body, webhook.Secrets{}); !errors.Is(err, webhook.ErrNoSecret) {
+			if err := payload.Verify(p, request(signed, body), body, payload.Secrets{}); !errors.Is(err, payload.ErrNoSecret) {
 				t.Fatalf("no secret: %v", err)
 			}
 		})
@@ -74,14 +74,14 @@ func TestRecordedPayloads(t *testing.T) {
 func TestNonPushIgnored(t *testing.T) {
 	h := http.Header{}
 	h.Set("X-GitHub-Event", "ping")
-	if _, err := webhook.Parse(webhook.GitHub, h, []byte(`{"zen":"hi"}`)); !errors.Is(err, webhook.ErrIgnored) {
+	if _, err := payload.Parse(payload.GitHub, h, []byte(`{"zen":"hi"}`)); !errors.Is(err, payload.ErrIgnored) {
 		t.Fatalf("ping: %v", err)
 	}
 	h.Set("X-GitHub-Event", "push")
-	if _, err := webhook.Parse(webhook.GitHub, h, []byte(`{not json`)); !errors.Is(err, webhook.ErrBadPayload) {
+	if _, err := payload.Parse(payload.GitHub, h, []byte(`{not json`)); !errors.Is(err, payload.ErrBadPayload) {
 		t.Fatalf("bad json: %v", err)
 	}
-	if _, err := webhook.Detect(http.Header{}); !errors.Is(err, webhook.ErrUnknownProvider) {
+	if _, err := payload.Detect(http.Header{}); !errors.Is(err, payload.ErrUnknownProvider) {
 		t.Fatalf("no headers: %v", err)
 	}
 }
@@ -94,17 +94,17 @@ func TestNormalizeURL(t *testing.T) {
 		{"http://127.0.0.1:36789/app.git", "ssh://git@127.0.0.1:2222/app.git"},
 	}
 	for _, group := range same {
-		want := webhook.NormalizeURL(group[0])
+		want := payload.NormalizeURL(group[0])
 		for _, u := range group[1:] {
-			if got := webhook.NormalizeURL(u); got != want {
+			if got := payload.NormalizeURL(u); got != want {
 				t.Errorf("NormalizeURL(%q) = %q, want %q (from %q)", u, got, want, group[0])
 			}
 		}
 	}
-	if webhook.NormalizeURL("https://github.com/org/repo") == webhook.NormalizeURL("https://github.com/org/other") {
+	if payload.NormalizeURL("https://github.com/org/repo") == payload.NormalizeURL("https://github.com/org/other") {
 		t.Error("different repos normalized equal")
 	}
-	if webhook.NormalizeURL("https://github.com/org/repo") == webhook.NormalizeURL("https://gitlab.com/org/repo") {
+	if payload.NormalizeURL("https://github.com/org/repo") == payload.NormalizeURL("https://gitlab.com/org/repo") {
 		t.Error("different hosts normalized equal")
 	}
 }
@@ -126,24 +126,24 @@ func FuzzParse(f *testing.F) {
 		h.Set("X-Gogs-Signature", sig)
 		h.Set("X-Gitlab-Token", sig)
 		h.Set("Authorization", sig)
-		if _, err := webhook.Detect(h); err != nil {
+		if _, err := payload.Detect(h); err != nil {
 			t.Fatal(err)
 		}
-		push, err := webhook.Parse(p, h, []byte(body))
+		push, err := payload.Parse(p, h, []byte(body))
 		if err == nil {
 			for _, u := range push.RepoURLs {
-				_ = webhook.NormalizeURL(u)
+				_ = payload.NormalizeURL(u)
 			}
 			_, _ = push.Branch(), push.Tag()
 		}
-		secrets := webhook.SecretsFromData(webhooktest.SecretData("s"))
-		if err := webhook.Verify(p, request(h, []byte(body)), []byte(body), secrets); err == nil && sig != "s" {
+		secrets := payload.SecretsFromData(webhooktest.SecretData("s"))
+		if err := payload.Verify(p, request(h, []byte(body)), []byte(body), secrets); err == nil && sig != "s" {
 			// Only a correct HMAC can pass; a random string almost never is.
-			k, v := webhook.Sign(p, "s", []byte(body))
+			k, v := payload.Sign(p, "s", []byte(body))
 			if h.Get(k) != v {
 				t.Fatalf("accepted bad signature %q for %s", sig, p)
 			}
 		}
-		_ = webhook.NormalizeURL(body)
+		_ = payload.NormalizeURL(body)
 	})
 }
