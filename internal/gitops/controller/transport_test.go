@@ -158,3 +158,38 @@ func TestPollingBackoff(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBadInput: a path that matches nothing, a missing branch and a hung
+// server each give a clear status and no Bundles.
+func TestBadInput(t *testing.T) {
+	ns := newNamespace(t, "bad")
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	repo.Commit("master", map[string]string{"cm.yaml": configMap("a", "1")})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	hung := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	hung.Hang.Store(true)
+
+	createRepo(t, ns, "no-path", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Paths: []string{"does/not/exist"}})
+	createRepo(t, ns, "no-branch", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Branch: "nope"})
+	createRepo(t, ns, "hung", fleet.GitRepoSpec{Repo: hung.URLFor(repo)})
+
+	eventually(t, timeout, func() error {
+		r := getRepo(t, ns, "no-path")
+		c, s := condition(r, fleet.ConditionReady), condition(r, fleet.ConditionStalled)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "does/not/exist") || s == nil || s.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ready %+v stalled %+v", c, s)
+		}
+		return nil
+	})
+	waitPollError(t, ns, "no-branch", "ref not found")
+	waitPollError(t, ns, "hung", "timed out")
+	if s := condition(getRepo(t, ns, "hung"), fleet.ConditionStalled); s == nil || s.Status != metav1.ConditionFalse {
+		t.Fatalf("a hung server is transient, not stalled: %+v", s)
+	}
+	for _, name := range []string{"no-path", "no-branch", "hung"} {
+		if n := len(bundlesOf(t, ns, name)); n != 0 {
+			t.Fatalf("%s produced %d bundles", name, n)
+		}
+	}
+}
