@@ -122,4 +122,25 @@ func TestWebhooks(t *testing.T) {
 	if code := postWebhook(t, http.Header{}, []byte("{}")); code != http.StatusBadRequest {
 		t.Fatalf("unknown provider: %d", code)
 	}
+
+	// disablePolling: a push is not seen until a webhook says so, even with
+	// a short interval.
+	repo3 := gittest.NewRepo(t, root, "nopoll")
+	c3 := repo3.Commit("main", map[string]string{"cm.yaml": configMap("c", "0")})
+	createRepo(t, ns2, "nopoll", fleet.GitRepoSpec{Repo: srv.URLFor(repo3), Branch: "main", DisablePolling: true, PollingInterval: &metav1.Duration{Duration: 200 * time.Millisecond}})
+	waitSynced(t, ns2, "nopoll", c3, 1)
+	if c := condition(getRepo(t, ns2, "nopoll"), fleet.ConditionGitPolling); c == nil || c.Reason != "PollingDisabled" {
+		t.Fatalf("GitPolling %+v", c)
+	}
+	pushed := repo3.Commit("main", map[string]string{"cm.yaml": configMap("c", "1")})
+	time.Sleep(3 * time.Second)
+	if r := getRepo(t, ns2, "nopoll"); r.Status.Commit != c3 {
+		t.Fatalf("polled although polling is disabled: %q", r.Status.Commit)
+	}
+	h, body = webhooktest.Push(payload.Gitea, srv.URLFor(repo3), pushed)
+	webhooktest.Sign(payload.Gitea, h, body, "shared-s3cret")
+	if code := postWebhook(t, h, body); code != http.StatusOK {
+		t.Fatalf("gitea push: %d", code)
+	}
+	waitSynced(t, ns2, "nopoll", pushed, 1)
 }
