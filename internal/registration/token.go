@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -41,7 +43,7 @@ type TokenReconciler struct {
 func (r *TokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration-token").
-		For(&fleet.ClusterRegistrationToken{}).
+		For(&fleet.ClusterRegistrationToken{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
 		Complete(r)
 }
