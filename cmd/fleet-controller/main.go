@@ -33,6 +33,8 @@ func main() {
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 10*time.Second, "lease retry period")
 	fs.StringVar(&opts.BootstrapNamespace, "bootstrap-namespace", "fleet-local", "namespace of the local Cluster and default ClusterGroup; empty disables")
 	fs.IntVar(&opts.Workers, "workers", 50, "concurrent reconciles per controller")
+	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials; agents renew them at 60% of it")
+	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE)")
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	zopts := zap.Options{}

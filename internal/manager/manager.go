@@ -8,6 +8,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -119,6 +120,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if len(opts.APIServerCA) == 0 {
 		opts.APIServerCA = cfg.CAData
+	}
+	if len(opts.APIServerCA) == 0 && cfg.CAFile != "" {
+		// A kubeconfig may name its CA by file; agents still need the PEM.
+		ca, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the API server CA %s: %w", cfg.CAFile, err)
+		}
+		opts.APIServerCA = ca
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,

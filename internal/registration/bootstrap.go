@@ -23,7 +23,8 @@ const (
 	bootstrapSA           = "fleet-controller-bootstrap"
 )
 
-// Bootstrap creates, once the manager leads, the bootstrap namespace
+// Bootstrap creates, once the manager leads, the system namespaces and, when
+// a bootstrap namespace is configured, the bootstrap namespace
 // (fleet-local) with Cluster "local" and ClusterGroup "default", so that a
 // single-cluster user needs no registration step. Cluster "local" is
 // imported from Secret local-cluster, whose kubeconfig uses a token of the
@@ -40,7 +41,7 @@ func (b *Bootstrap) Start(ctx context.Context) error {
 	for {
 		err := b.run(ctx)
 		if err == nil {
-			log.Info("local cluster bootstrapped", "namespace", b.Opts.BootstrapNamespace)
+			log.Info("system namespaces and local cluster bootstrapped", "namespace", b.Opts.BootstrapNamespace)
 			return nil
 		}
 		log.Error(err, "bootstrapping the local cluster, retrying")
@@ -54,11 +55,20 @@ func (b *Bootstrap) Start(ctx context.Context) error {
 }
 
 func (b *Bootstrap) run(ctx context.Context) error {
+	// The system namespaces are needed by registration whether or not the
+	// local cluster is bootstrapped: registration secrets live in the
+	// system registration namespace.
 	ns := b.Opts.BootstrapNamespace
-	for _, n := range []string{ns, b.Opts.SystemNamespace, b.Opts.SystemRegistrationNamespace} {
+	for _, n := range []string{b.Opts.SystemNamespace, b.Opts.SystemRegistrationNamespace, ns} {
+		if n == "" {
+			continue
+		}
 		if err := apply(ctx, b.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
 			return err
 		}
+	}
+	if ns == "" {
+		return nil
 	}
 	kubeconfig, err := b.localKubeconfig(ctx)
 	if err != nil {

@@ -135,12 +135,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&ClusterReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if opts.BootstrapNamespace != "" {
-		if err := mgr.Add(&Bootstrap{reconcilerBase: base}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return mgr.Add(&Bootstrap{reconcilerBase: base})
 }
 
 // reconcilerBase is what every registration reconciler shares.
