@@ -118,8 +118,12 @@ func BundleEvents(old, cur *fleet.Bundle) []Info {
 }
 
 // ClusterEvents names the events of a Cluster status change: the Offline
-// condition turning True, or leaving True.
+// condition turning True, or leaving True. A cluster whose agent never
+// checked in is waiting, not offline: registering one is not an incident.
 func ClusterEvents(old, cur *fleet.Cluster) []Info {
+	if old.Status.Agent.LastSeen.IsZero() {
+		return nil
+	}
 	was := meta.IsStatusConditionTrue(old.Status.Conditions, fleet.ConditionOffline)
 	is := meta.IsStatusConditionTrue(cur.Status.Conditions, fleet.ConditionOffline)
 	switch {

@@ -51,18 +51,22 @@ func TestBundleEvents(t *testing.T) {
 }
 
 func TestClusterEvents(t *testing.T) {
-	offline := &fleet.Cluster{Status: fleet.ClusterStatus{Conditions: []metav1.Condition{
+	seen := fleet.AgentStatus{LastSeen: metav1.Now()}
+	offline := &fleet.Cluster{Status: fleet.ClusterStatus{Agent: seen, Conditions: []metav1.Condition{
 		{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "AgentOffline", Message: "last seen 1h ago"}}}}
-	online := &fleet.Cluster{Status: fleet.ClusterStatus{Conditions: []metav1.Condition{
+	online := &fleet.Cluster{Status: fleet.ClusterStatus{Agent: seen, Conditions: []metav1.Condition{
 		{Type: fleet.ConditionOffline, Status: metav1.ConditionFalse, Reason: "Online"}}}}
-	fresh := &fleet.Cluster{}
+	fresh := &fleet.Cluster{Status: fleet.ClusterStatus{Agent: seen}}
+	neverSeen := &fleet.Cluster{Status: fleet.ClusterStatus{Conditions: offline.Status.Conditions}}
 	tests := []struct {
 		name     string
 		old, cur *fleet.Cluster
 		want     string
 	}{
 		{"goes offline", online, offline, ReasonClusterOffline},
-		{"never seen, then offline", fresh, offline, ReasonClusterOffline},
+		{"condition appears offline", fresh, offline, ReasonClusterOffline},
+		{"registered, never checked in", &fleet.Cluster{}, neverSeen, ""},
+		{"first check-in", neverSeen, online, ""},
 		{"comes back", offline, online, ReasonClusterOnline},
 		{"condition removed", offline, fresh, ReasonClusterOnline},
 		{"stays offline", offline, offline, ""},

@@ -111,6 +111,11 @@ func TestMetricsEventsAndLogs(t *testing.T) {
 		g.Expect(cluster.Status.Agent.LastSeen.IsZero()).To(BeFalse())
 	}, wait, tick).Should(Succeed())
 
+	g.Expect(up.Create(ctx, &fleet.ClusterGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "ops-group"},
+		Spec:       fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "ops"}}},
+	})).To(Succeed())
+
 	// A GitRepo over HTTP with basic auth.
 	const gitPassword = "pw-0f5e1c7a9d3b"
 	root := t.TempDir()
@@ -154,7 +159,8 @@ func TestMetricsEventsAndLogs(t *testing.T) {
 			"bundle_namespace": ws, "repo": "ops", "state": "Ready"})).To(Equal([]float64{1}))
 		g.Expect(series(body, "fleet_cluster_state", map[string]string{"name": cluster.Name, "namespace": ws, "state": "Ready"})).To(Equal([]float64{1}))
 		g.Expect(series(body, "fleet_cluster_resources_count_ready", map[string]string{"name": cluster.Name})).To(Equal([]float64{1}))
-		g.Expect(series(body, "fleet_cluster_group_cluster_count", nil)).NotTo(BeNil())
+		g.Expect(series(body, "fleet_cluster_group_cluster_count", map[string]string{"name": "ops-group", "namespace": ws})).To(Equal([]float64{1}))
+		g.Expect(series(body, "fleet_cluster_group_bundle_ready", map[string]string{"name": "ops-group"})).To(Equal([]float64{1}))
 		ok := series(body, "fleet_gitrepo_fetch_latest_commit_success_total", map[string]string{"name": "ops", "namespace": ws})
 		g.Expect(ok).To(HaveLen(1))
 		g.Expect(ok[0]).To(BeNumerically(">=", 1))
@@ -191,6 +197,8 @@ func TestMetricsEventsAndLogs(t *testing.T) {
 
 	// The agent stops: the cluster goes offline (one event); it comes back:
 	// online (one event).
+	g.Expect(hasEvent(ctx, g, ws, "Cluster", cluster.Name, transitions.ReasonClusterOffline)).To(BeFalse(),
+		"registering (never checked in, then checked in) is no offline transition")
 	stopAgent()
 	<-agentDone
 	g.Eventually(func(g Gomega) bool {

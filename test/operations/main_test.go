@@ -8,6 +8,7 @@ package operations
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,10 +21,13 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
@@ -34,7 +38,10 @@ var upstream, downstream *testenv.Cluster
 var logs = &syncBuffer{}
 
 func TestMain(m *testing.M) {
-	logger := zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-10)), zap.JSONEncoder())
+	// V(6): far beyond the chart's debug level. (From V(8) on, client-go
+	// dumps request and response bodies, Secrets included, as in every
+	// Kubernetes client; that level is not meant for a running system.)
+	logger := zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-6)), zap.JSONEncoder())
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	var err error
@@ -47,7 +54,21 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The system namespaces the fleet chart creates.
+	for _, ns := range []string{fleet.DefaultSystemNamespace, fleet.DefaultSystemRegistrationNamespace} {
+		if err := upstream.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
+	if code != 0 {
+		// The logs are only in memory; keep them for the post-mortem.
+		f := os.TempDir() + "/fleet-operations-test.log"
+		if os.WriteFile(f, []byte(logs.String()), 0o600) == nil {
+			fmt.Fprintln(os.Stderr, "logs of the failed run:", f)
+		}
+	}
 	_ = downstream.Stop()
 	_ = upstream.Stop()
 	os.Exit(code)
