@@ -13,6 +13,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // TestLeaderElectionHandsOver: two replicas compete for the shard's Lease;
@@ -24,12 +25,15 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	defer cancel()
 	up := upstream.Client
 	const ns, leaseNS, shard = "leader", "leader-system", "le"
-	for _, n := range []string{ns, leaseNS, "leader-c1"} {
+	// The namespace registration gives the cluster (set here by hand: the
+	// unsharded replica, when it runs, computes the same).
+	clusterNS := names.ClusterNamespace(ns, "c1")
+	for _, n := range []string{ns, leaseNS, clusterNS} {
 		g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})).To(Succeed())
 	}
 	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "le"}}}
 	g.Expect(up.Create(ctx, c)).To(Succeed())
-	c.Status.Namespace = "leader-c1"
+	c.Status.Namespace = clusterNS
 	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
 	newBundle := func(name string) {
 		g.Expect(up.Create(ctx, &fleet.Bundle{

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetgo/fleet/internal/controller/bundle"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 func startManager(ctx context.Context, g *WithT, opts manager.Options) {
@@ -53,12 +54,15 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 	defer cancel()
 	up := upstream.Client
 	const ns = "shards"
+	// The namespace registration gives the cluster (set here by hand: the
+	// unsharded replica, when it runs, computes the same).
+	clusterNS := names.ClusterNamespace(ns, "c1")
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	// A target cluster whose namespace exists (no registration runs here).
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shards-c1"}})).To(Succeed())
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
 	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "shard"}}}
 	g.Expect(up.Create(ctx, c)).To(Succeed())
-	c.Status.Namespace = "shards-c1"
+	c.Status.Namespace = clusterNS
 	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
 
 	target := []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "shard"}}}}
@@ -101,7 +105,7 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 		g.Expect(bundles.Items[0].Labels).To(HaveKeyWithValue(fleet.ShardLabel, "a"))
 		g.Expect(processed(ctx, g, ns, bundles.Items[0].Name)).To(BeTrue())
 		bd := &fleet.BundleDeployment{}
-		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: bundles.Items[0].Name}, bd)).To(Succeed())
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: bundles.Items[0].Name}, bd)).To(Succeed())
 		g.Expect(bd.Labels).To(HaveKeyWithValue(fleet.ShardLabel, "a"))
 	}, wait, tick).Should(Succeed())
 	g.Consistently(func(g Gomega) {
@@ -127,7 +131,7 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(processed(ctx, g, ns, "bundle-z")).To(BeFalse())
 		for _, name := range []string{"bundle-a", "bundle-b", "bundle-none"} {
-			g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: name}, &fleet.BundleDeployment{})).To(Succeed())
+			g.Expect(up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: name}, &fleet.BundleDeployment{})).To(Succeed())
 		}
 	}, 5*time.Second, tick).Should(Succeed())
 
@@ -135,8 +139,8 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 	// goes), b's stays.
 	g.Expect(up.Delete(ctx, &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bundle-a"}})).To(Succeed())
 	g.Eventually(func(g Gomega) bool {
-		err := up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: "bundle-a"}, &fleet.BundleDeployment{})
+		err := up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: "bundle-a"}, &fleet.BundleDeployment{})
 		return err != nil
 	}, wait, tick).Should(BeTrue())
-	g.Expect(up.Get(ctx, client.ObjectKey{Namespace: "shards-c1", Name: "bundle-b"}, &fleet.BundleDeployment{})).To(Succeed())
+	g.Expect(up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: "bundle-b"}, &fleet.BundleDeployment{})).To(Succeed())
 }
