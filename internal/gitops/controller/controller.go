@@ -107,7 +107,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 			Addr:      opts.WebhookAddr,
 			Listening: opts.WebhookListening,
 			Handler: &webhook.Handler{
-				Reader:          mgr.GetClient(),
+				// Uncached: the receiver runs in the unsharded replica only,
+				// whose cache holds no sharded GitRepo.
+				Reader:          mgr.GetAPIReader(),
 				SecretReader:    mgr.GetAPIReader(),
 				SystemNamespace: opts.SystemNamespace,
 				Trigger:         r.TriggerWebhook,
