@@ -57,7 +57,7 @@ var components = []Component{
 	{Name: "metrics", Setup: func(_ context.Context, env Env) error {
 		// fleet_agent_bundledeployments from the agent's own cache.
 		return env.Upstream.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			return metrics.Run(ctx, metrics.Source{Reader: env.Upstream.GetCache(), Agent: true})
+			return metrics.Run(ctx, metrics.Source{Reader: env.Upstream.GetCache(), Agent: true, Namespace: env.ClusterNamespace})
 		}))
 	}},
 }

@@ -30,6 +30,9 @@ type Source struct {
 	// Agent marks an agent's upstream cache (its cluster namespace only):
 	// it reports fleet_agent_bundledeployments per state and nothing else.
 	Agent bool
+	// Namespace is the agent's cluster namespace (the cluster_namespace
+	// label, also when it has no deployments).
+	Namespace string
 	// ListTimeout bounds one scrape's cache reads (default 10s).
 	ListTimeout time.Duration
 }
@@ -185,7 +188,7 @@ func collectAgent(ctx context.Context, s Source, emit emitFunc) bool {
 		return false
 	}
 	counts := map[fleet.BundleState]int{}
-	ns := ""
+	ns := s.Namespace
 	for i := range bds.Items {
 		counts[summary.DeploymentState(&bds.Items[i])]++
 		ns = bds.Items[i].Namespace
