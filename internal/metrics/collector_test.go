@@ -1,0 +1,80 @@
+package metrics
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/scheme"
+)
+
+// TestCollectorShardsAndDuplicates: each source reports only its shard's
+// GitRepos, Bundles and BundleDeployments; Cluster families come from the
+// sources that ask for them, once even when two do (several managers in one
+// process); a GitRepo's git counters go when no source sees it.
+func TestCollectorShardsAndDuplicates(t *testing.T) {
+	obj := func(name, shard string) metav1.ObjectMeta {
+		m := metav1.ObjectMeta{Name: name, Namespace: "ws"}
+		if shard != "" {
+			m.Labels = map[string]string{fleet.ShardLabel: shard}
+		}
+		return m
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
+		&fleet.Bundle{ObjectMeta: obj("b-none", "")},
+		&fleet.Bundle{ObjectMeta: obj("b-a", "a")},
+		&fleet.Bundle{ObjectMeta: obj("b-z", "z")},
+		&fleet.BundleDeployment{ObjectMeta: obj("bd-a", "a")},
+		&fleet.GitRepo{ObjectMeta: obj("r-a", "a")},
+		&fleet.Cluster{ObjectMeta: obj("c1", "")},
+	).Build()
+
+	col := &collector{sources: map[int]Source{
+		0: {Reader: c, ShardID: "", Clusters: true, ListTimeout: 5e9},
+		1: {Reader: c, ShardID: "a", ListTimeout: 5e9},
+		2: {Reader: c, ShardID: "", Clusters: true, ListTimeout: 5e9}, // a second unsharded manager
+	}}
+	saved := git
+	git = newGitMetrics()
+	defer func() { git = saved }()
+	git.observe("ws", "r-a", 0, nil)
+	git.observe("ws", "gone", 0, nil)
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	mfs, err := reg.Gather() // fails on duplicate series
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "name" {
+					names[mf.GetName()] = append(names[mf.GetName()], l.GetValue())
+				}
+			}
+		}
+	}
+	check := func(metric string, want ...string) {
+		t.Helper()
+		got := names[metric]
+		if len(got) != len(want) {
+			t.Errorf("%s: got %v, want %v", metric, got, want)
+			return
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: got %v, want %v", metric, got, want)
+			}
+		}
+	}
+	check("fleet_bundle_ready", "b-a", "b-none")
+	check("fleet_bundledeployment_state", "bd-a")
+	check("fleet_gitrepo_ready_clusters", "r-a")
+	check("fleet_cluster_state", "c1")
+	check("fleet_gitrepo_fetch_latest_commit_success_total", "r-a")
+}
