@@ -42,6 +42,8 @@ type childConfig struct {
 	// Manager.
 	ManagerQPS      float32       `json:"managerQPS,omitempty"`
 	CheckinInterval time.Duration `json:"checkinInterval"`
+	// ShardID makes the manager a shard (only bundles labelled with it).
+	ShardID string `json:"shardID,omitempty"`
 	// Agents.
 	Count          int                 `json:"count,omitempty"`
 	Mode           simulator.Mode      `json:"mode,omitempty"`
@@ -108,7 +110,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 	fmt.Printf("READY rss=%d\n", rssBytes(os.Getpid()))
 	return manager.Run(ctx, rc, manager.Options{
 		LeaderElection: false, MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
-		AgentCheckinInterval: cfg.CheckinInterval,
+		AgentCheckinInterval: cfg.CheckinInterval, ShardID: cfg.ShardID,
 	})
 }
 

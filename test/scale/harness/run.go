@@ -134,6 +134,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer mgr.stop()
+	shards, err := startShards(sc, o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, CheckinInterval: o.CheckinInterval})
+	if err != nil {
+		return nil, err
+	}
+	defer stopAll(shards)
 	cpuMark := cpuSeconds(mgr.pid())
 	markPhase := func(name string) {
 		now := cpuSeconds(mgr.pid())
@@ -236,11 +241,16 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		}
 		p := tr.startBDPhase(sc.Clusters*sc.Bundles, false, nil)
 		for i := range sc.Bundles {
-			if err := up.Client.Create(ctx, bundle(i, sc.ResourcesPerBundle, 0)); err != nil {
+			b := bundle(i, sc.ResourcesPerBundle, 0)
+			labelShard(sc, i, b)
+			if err := up.Client.Create(ctx, b); err != nil {
 				return res, fmt.Errorf("creating bundle: %w", err)
 			}
 		}
 		ok := wait(ctx, p.complete, o.PhaseTimeout, mgr, agents)
+		if len(shards) > 0 {
+			res.ManagerCPUByPhase["shards-create"] = shardCPUSeconds(shards)
+		}
 		ready, written := tr.snapshot(p)
 		res.Create, res.CreateWritten = timingOf(ready, p.want, ok), timingOf(written, p.want, len(written) >= p.want)
 		markPhase("create")

@@ -37,6 +37,10 @@ type Scenario struct {
 	Idle time.Duration `json:"idle"`
 	// Floor measures the raw API server floor for Clusters watchers.
 	Floor bool `json:"floor"`
+	// Shards is the number of manager shards (processes started with
+	// --shard-id) that own the bundles, spread round-robin; 0 means the
+	// unsharded manager does all the work.
+	Shards int `json:"shards,omitempty"`
 	// About says what the scenario stands for.
 	About string `json:"about"`
 }
@@ -58,6 +62,12 @@ var Scenarios = map[string]Scenario{
 	"idle": {Name: "idle", Clusters: 1000, Bundles: 1, ResourcesPerBundle: 5, Mode: simulator.StatusOnly,
 		Idle:  10 * time.Minute,
 		About: "1,000 registered clusters with one bundle, idle; API requests per agent per minute"},
+	"shards-1": {Name: "shards-1", Clusters: 200, Bundles: 20, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
+		Shards: 1,
+		About: "200 clusters x 20 bundles, status-only, the bundles owned by 1 manager shard (compare with shards-2)"},
+	"shards-2": {Name: "shards-2", Clusters: 200, Bundles: 20, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
+		Shards: 2,
+		About: "the same with the bundles split over 2 manager shards on the same machine"},
 	"register-1k": {Name: "register-1k", Clusters: 1000, Mode: simulator.StatusOnly,
 		About: "1,000 agents registering at once"},
 }
