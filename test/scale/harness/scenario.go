@@ -64,10 +64,10 @@ var Scenarios = map[string]Scenario{
 		About: "1,000 registered clusters with one bundle, idle; API requests per agent per minute"},
 	"shards-1": {Name: "shards-1", Clusters: 200, Bundles: 20, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
 		Shards: 1,
-		About: "200 clusters x 20 bundles, status-only, the bundles owned by 1 manager shard (compare with shards-2)"},
+		About:  "200 clusters x 20 bundles, status-only, the bundles owned by 1 manager shard (compare with shards-2)"},
 	"shards-2": {Name: "shards-2", Clusters: 200, Bundles: 20, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
 		Shards: 2,
-		About: "the same with the bundles split over 2 manager shards on the same machine"},
+		About:  "the same with the bundles split over 2 manager shards on the same machine"},
 	"register-1k": {Name: "register-1k", Clusters: 1000, Mode: simulator.StatusOnly,
 		About: "1,000 agents registering at once"},
 }
