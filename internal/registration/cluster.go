@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/finalizer"
 	"github.com/fleetgo/fleet/internal/names"
 )
 
@@ -49,19 +49,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !cluster.DeletionTimestamp.IsZero() {
-		if err := r.cleanupCluster(ctx, cluster); err != nil {
-			return ctrl.Result{}, err
-		}
-		if controllerutil.RemoveFinalizer(cluster, clusterFinalizer) {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, cluster))
-		}
-		return ctrl.Result{}, nil
-	}
-	if controllerutil.AddFinalizer(cluster, clusterFinalizer) {
-		if err := r.Client.Update(ctx, cluster); err != nil {
-			return ctrl.Result{}, err
-		}
+	deleting, err := finalizer.Handle(ctx, r.Client, cluster, clusterFinalizer, func(ctx context.Context) error {
+		return r.cleanupCluster(ctx, cluster)
+	})
+	if deleting || err != nil {
+		return ctrl.Result{}, err
 	}
 	if cluster.Spec.KubeConfigSecret != "" && cluster.Spec.ClientID == "" {
 		// The agent of an imported cluster presents this clientID; it is
@@ -73,7 +65,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	old := cluster.DeepCopy()
 	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
 	var res ctrl.Result
-	err := r.ensureNamespace(ctx, cluster, ns)
+	err = r.ensureNamespace(ctx, cluster, ns)
 	if err == nil {
 		cluster.Status.Namespace = ns
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionTrue, "NamespaceCreated", "", cluster.Generation)

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/finalizer"
 	"github.com/fleetgo/fleet/internal/names"
 )
 
@@ -69,19 +69,11 @@ func (r *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, tok); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !tok.DeletionTimestamp.IsZero() {
-		if err := r.cleanupToken(ctx, tok); err != nil {
-			return ctrl.Result{}, err
-		}
-		if controllerutil.RemoveFinalizer(tok, tokenFinalizer) {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, tok))
-		}
-		return ctrl.Result{}, nil
-	}
-	if controllerutil.AddFinalizer(tok, tokenFinalizer) {
-		if err := r.Client.Update(ctx, tok); err != nil {
-			return ctrl.Result{}, err
-		}
+	deleting, err := finalizer.Handle(ctx, r.Client, tok, tokenFinalizer, func(ctx context.Context) error {
+		return r.cleanupToken(ctx, tok)
+	})
+	if deleting || err != nil {
+		return ctrl.Result{}, err
 	}
 	now := time.Now()
 	expires := tokenExpiry(tok)
