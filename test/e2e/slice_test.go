@@ -17,13 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/cli"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 var upstream, downstream *testenv.Cluster
@@ -73,36 +73,13 @@ func TestVerticalSlice(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = mgr.Start(ctx) }()
 
-	// 1. An admin creates a registration token in a workspace.
+	// 1. A workspace for the token and the cluster.
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
-	g.Expect(up.Create(ctx, &fleet.ClusterRegistrationToken{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-token", Namespace: ws},
-		Spec:       fleet.ClusterRegistrationTokenSpec{TTL: &metav1.Duration{Duration: time.Hour}},
-	})).To(Succeed())
-	values := map[string]interface{}{}
-	g.Eventually(func(g Gomega) {
-		s := &corev1.Secret{}
-		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: ws, Name: "e2e-token"}, s)).To(Succeed())
-		g.Expect(yaml.Unmarshal(s.Data["values"], &values)).To(Succeed())
-		g.Expect(values).To(HaveKey("token"))
-	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
-
 	// 2. The token's values are installed downstream the way the fleet-agent
 	// chart does it (the chart itself is tested in internal/install), with
 	// labels given at registration time.
-	str := func(k string) string { s, _ := values[k].(string); return s }
-	g.Expect(down.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultSystemNamespace}})).To(Succeed())
-	g.Expect(down.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-bootstrap", Namespace: fleet.DefaultSystemNamespace},
-		StringData: map[string]string{
-			"apiServerURL": str("apiServerURL"), "apiServerCA": str("apiServerCA"), "token": str("token"),
-			"tokenName": str("tokenName"), "clusterNamespace": str("clusterNamespace"),
-			"systemRegistrationNamespace": str("systemRegistrationNamespace"),
-		},
-	})).To(Succeed())
-	g.Expect(down.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: fleet.DefaultSystemNamespace},
-		Data:       map[string]string{"config": `{"labels":{"env":"dev"}}`},
+	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
+		Workspace: ws, TokenName: "e2e-token", Labels: map[string]string{"env": "dev"},
 	})).To(Succeed())
 
 	// 3. The agent registers: a Cluster with the labels appears, with its
@@ -111,15 +88,8 @@ func TestVerticalSlice(t *testing.T) {
 	go func() {
 		agentDone <- agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
 	}()
-	var cluster fleet.Cluster
-	g.Eventually(func(g Gomega) {
-		list := &fleet.ClusterList{}
-		g.Expect(up.List(ctx, list, client.InNamespace(ws), client.MatchingLabels{"env": "dev"})).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(1))
-		cluster = list.Items[0]
-		g.Expect(cluster.Status.Namespace).NotTo(BeEmpty())
-		g.Expect(cluster.Status.Agent.LastSeen.IsZero()).To(BeFalse(), "agent heartbeat")
-	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "dev"}, 120*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() bool {
 		err := down.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: "fleet-agent-bootstrap"}, &corev1.Secret{})
 		return apierrors.IsNotFound(err)

@@ -18,13 +18,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 var upstream, downstream *testenv.Cluster
@@ -57,43 +57,14 @@ func configMap(name, value string) string {
 // an agent labelled env=dev; it returns the registered Cluster.
 func registerAgent(ctx context.Context, g *WithT, ws string) fleet.Cluster {
 	up, down := upstream.Client, downstream.Client
-	g.Expect(up.Create(ctx, &fleet.ClusterRegistrationToken{
-		ObjectMeta: metav1.ObjectMeta{Name: "gitops-token", Namespace: ws},
-		Spec:       fleet.ClusterRegistrationTokenSpec{TTL: &metav1.Duration{Duration: time.Hour}},
-	})).To(Succeed())
-	values := map[string]interface{}{}
-	g.Eventually(func(g Gomega) {
-		s := &corev1.Secret{}
-		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: ws, Name: "gitops-token"}, s)).To(Succeed())
-		g.Expect(yaml.Unmarshal(s.Data["values"], &values)).To(Succeed())
-		g.Expect(values).To(HaveKey("token"))
-	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
-	str := func(k string) string { s, _ := values[k].(string); return s }
-	g.Expect(down.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultSystemNamespace}})).To(Succeed())
-	g.Expect(down.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-bootstrap", Namespace: fleet.DefaultSystemNamespace},
-		StringData: map[string]string{
-			"apiServerURL": str("apiServerURL"), "apiServerCA": str("apiServerCA"), "token": str("token"),
-			"tokenName": str("tokenName"), "clusterNamespace": str("clusterNamespace"),
-			"systemRegistrationNamespace": str("systemRegistrationNamespace"),
-		},
-	})).To(Succeed())
-	g.Expect(down.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: fleet.DefaultSystemNamespace},
-		Data:       map[string]string{"config": `{"labels":{"env":"dev"}}`},
+	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
+		Workspace: ws, TokenName: "gitops-token", Labels: map[string]string{"env": "dev"},
 	})).To(Succeed())
 	go func() {
 		_ = agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
 	}()
-	var cluster fleet.Cluster
-	g.Eventually(func(g Gomega) {
-		list := &fleet.ClusterList{}
-		g.Expect(up.List(ctx, list, client.InNamespace(ws), client.MatchingLabels{"env": "dev"})).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(1))
-		cluster = list.Items[0]
-		g.Expect(cluster.Status.Namespace).NotTo(BeEmpty())
-		g.Expect(cluster.Status.Agent.LastSeen.IsZero()).To(BeFalse())
-	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
+	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "dev"}, 120*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
 	return cluster
 }
 
