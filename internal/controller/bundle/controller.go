@@ -78,6 +78,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	content := &metav1.PartialObjectMetadata{}
 	content.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
+	// downstreamResources sources: metadata only (payloads are read with
+	// a GET when a bundle that copies them reconciles).
+	secret, configMap := &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	configMap.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("bundle").
 		For(&fleet.Bundle{}, builder.WithPredicates(bundlePreds)).
@@ -88,6 +93,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&fleet.BundleNamespaceMapping{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() })).
 		Watches(&corev1.Namespace{}, r.namespaceLabelHandler()).
 		WatchesMetadata(content, r.contentHandler(), builder.WithPredicates(deleteOnly())).
+		WatchesMetadata(secret, r.downstreamSourceHandler("secret")).
+		WatchesMetadata(configMap, r.downstreamSourceHandler("configmap")).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
 }

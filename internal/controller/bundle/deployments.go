@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -108,6 +109,30 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 		bd.Spec.ValuesHash = cached.Spec.ValuesHash
 	}
 
+	var srcErr error
+	if len(downstreamRefs(bd)) > 0 {
+		changed, err := r.syncDownstreamResources(ctx, b, bd, cached)
+		switch {
+		case errors.Is(err, ErrDownstreamSource):
+			// Reported on the Bundle for this target; the deployment is
+			// still written (nothing deleted), creating the source fixes it.
+			srcErr = err
+		case err != nil:
+			return err
+		}
+		if changed && cached != nil {
+			// The agent redeploys when this generation moves.
+			bd.Spec.DownstreamResourcesGeneration = cached.Spec.DownstreamResourcesGeneration + 1
+		}
+	}
+	if err := r.putDeployment(ctx, bd, cached); err != nil {
+		return err
+	}
+	return srcErr
+}
+
+// putDeployment creates or updates bd unless the cache shows it as is.
+func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.BundleDeployment) error {
 	if cached == nil {
 		if err := r.Create(ctx, bd); err != nil {
 			if apierrors.IsAlreadyExists(err) {

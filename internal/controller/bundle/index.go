@@ -53,6 +53,11 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("indexing bundledeployments by content: %w", err)
 	}
+	if err := idx.IndexField(ctx, &fleet.BundleDeployment{}, IndexBDDownstream, func(o client.Object) []string {
+		return DownstreamKeysOf(o.(*fleet.BundleDeployment))
+	}); err != nil {
+		return fmt.Errorf("indexing bundledeployments by downstream resources: %w", err)
+	}
 	if err := idx.IndexField(ctx, &fleet.Cluster{}, IndexClusterNamespace, func(o client.Object) []string {
 		if ns := o.(*fleet.Cluster).Status.Namespace; ns != "" {
 			return []string{ns}

@@ -134,7 +134,7 @@ func (r *Reconciler) deleteDeployment(ctx context.Context, bd *fleet.BundleDeplo
 	if err := r.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting values Secret %s/%s: %w", bd.Namespace, bd.Name, err)
 	}
-	return nil
+	return r.deleteDownstreamCopies(ctx, bd)
 }
 
 // reconcileTargets does the work and records its outcome in b.Status.
@@ -197,9 +197,10 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	// Writes are independent: run a few at once so that API latency, not
 	// the number of clusters, bounds a pass.
 	var (
-		mu   sync.Mutex
-		errs []error
-		g    errgroup.Group
+		mu      sync.Mutex
+		errs    []error
+		srcErrs []string
+		g       errgroup.Group
 	)
 	g.SetLimit(parallelWrites)
 	for _, p := range plans {
@@ -209,7 +210,11 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		g.Go(func() error {
 			if err := r.writeDeployment(ctx, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
 				mu.Lock()
-				errs = append(errs, err)
+				if errors.Is(err, ErrDownstreamSource) {
+					srcErrs = append(srcErrs, fmt.Sprintf("cluster %s: %v", p.Target.Key(), err))
+				} else {
+					errs = append(errs, err)
+				}
 				mu.Unlock()
 			}
 			return nil
@@ -220,6 +225,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		errs = append(errs, err)
 	}
 	setStatus(b, statusInput{Plans: plans, Failed: failed, Rollout: rollout, SHA256: sum})
+	setSourceErrors(b, srcErrs)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
 	}

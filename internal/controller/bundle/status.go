@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,9 @@ const (
 	ReasonNotReady     = "NotReady"
 	ReasonInvalid      = "InvalidBundle"
 	ReasonTargetErrors = "TargetErrors"
+	// ReasonDownstreamSource: a downstreamResources Secret/ConfigMap is
+	// missing from the Bundle's namespace.
+	ReasonDownstreamSource = "DownstreamResourceMissing"
 )
 
 // maxErrorsShown caps the per-cluster errors listed in the Ready message.
@@ -118,4 +122,25 @@ func setError(b *fleet.Bundle, err error) {
 		Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonInvalid, Message: err.Error(), ObservedGeneration: b.Generation,
 	})
 	b.Status.Display.State = "Error"
+}
+
+// setSourceErrors reports missing downstreamResources sources (one entry per
+// target) on the Ready condition; the rest of the status stays as computed.
+func setSourceErrors(b *fleet.Bundle, errs []string) {
+	if len(errs) == 0 {
+		return
+	}
+	slices.Sort(errs)
+	more := ""
+	if len(errs) > maxErrorsShown {
+		more = fmt.Sprintf(" (and %d more)", len(errs)-maxErrorsShown)
+		errs = errs[:maxErrorsShown]
+	}
+	msg := strings.Join(errs, "; ") + more
+	if c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionReady); c != nil && c.Message != "" {
+		msg += "; " + c.Message
+	}
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDownstreamSource, Message: msg, ObservedGeneration: b.Generation,
+	})
 }
