@@ -78,7 +78,10 @@ type Reconciler struct {
 // appliedState is what the agent knows of a deployed BundleDeployment, so
 // that drift events need neither upstream reads nor release decoding.
 type appliedState struct {
-	deploymentID   string
+	deploymentID string
+	// downstreamGen is the spec.downstreamResourcesGeneration applied: the
+	// manager bumps it when a copied Secret/ConfigMap changed.
+	downstreamGen  int
 	release        *deployer.Release
 	options        fleet.BundleDeploymentOptions
 	lastCorrection time.Time
@@ -166,6 +169,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if bd.Spec.Paused {
+		// Paused: no deploy, no drift watch (as in Fleet). Resuming picks
+		// the release up from storage and watches it again.
+		r.watcher.Forget(req.NamespacedName)
+		r.mu.Lock()
+		delete(r.applied, req.NamespacedName)
+		r.mu.Unlock()
 		return ctrl.Result{}, nil
 	}
 	orig := bd.DeepCopy()
@@ -213,7 +222,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 			}
 		}
 	}
-	if st == nil || st.deploymentID != bd.Spec.DeploymentID {
+	if st == nil || st.deploymentID != bd.Spec.DeploymentID || st.downstreamGen != bd.Spec.DownstreamResourcesGeneration {
 		res, done, err := r.deploy(ctx, bd)
 		if !done || err != nil {
 			return res, err
@@ -241,7 +250,10 @@ func equalDriftOptions(a, b fleet.BundleDeploymentOptions) bool {
 func (r *Reconciler) remember(key types.NamespacedName, bd *fleet.BundleDeployment, rel *deployer.Release) *appliedState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := &appliedState{deploymentID: bd.Spec.DeploymentID, release: rel, options: *bd.Spec.Options.DeepCopy()}
+	st := &appliedState{
+		deploymentID: bd.Spec.DeploymentID, downstreamGen: bd.Status.DownstreamResourcesGeneration,
+		release: rel, options: *bd.Spec.Options.DeepCopy(),
+	}
 	r.applied[key] = st
 	return st
 }
@@ -254,13 +266,13 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		setWaiting(bd, ReasonWaitingDependency, msg)
 		return ctrl.Result{RequeueAfter: jitter(dependencyRequeue)}, false, nil
 	}
-	if wait := r.backoffRemaining(key, bd.Spec.DeploymentID); wait > 0 {
+	if wait := r.backoffRemaining(key, attemptID(bd)); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	opts, err := r.options(ctx, bd)
 	if err != nil {
 		setWaiting(bd, ReasonWaitingValues, err.Error())
-		return ctrl.Result{RequeueAfter: r.recordFailure(key, bd.Spec.DeploymentID)}, false, nil
+		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
 	}
 	m, err := r.manifest(ctx, bd.Spec.DeploymentID)
 	if err == nil {
@@ -276,17 +288,24 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
 		setDeployError(bd, err)
-		return ctrl.Result{RequeueAfter: r.recordFailure(key, bd.Spec.DeploymentID)}, false, nil
+		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
 	}
 	r.mu.Lock()
 	delete(r.failures, key)
 	r.mu.Unlock()
-	r.remember(key, bd, rel)
 	setDeployed(bd, rel.String())
+	r.remember(key, bd, rel)
 	if err := r.watcher.Watch(key, rel.Objects); err != nil {
 		return ctrl.Result{}, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// attemptID identifies what a deploy attempt applies: the deploymentID
+// and the generation of the downstream resources copied with it, so that a
+// changed copy is tried at once instead of waiting for the old backoff.
+func attemptID(bd *fleet.BundleDeployment) string {
+	return fmt.Sprintf("%s/%d", bd.Spec.DeploymentID, bd.Spec.DownstreamResourcesGeneration)
 }
 
 // backoffRemaining is how long a failed deploymentID must still wait; any

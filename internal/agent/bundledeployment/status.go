@@ -73,6 +73,7 @@ func setWaiting(bd *fleet.BundleDeployment, reason, msg string) {
 func setDeployed(bd *fleet.BundleDeployment, release string) {
 	st := &bd.Status
 	st.AppliedDeploymentID = bd.Spec.DeploymentID
+	st.DownstreamResourcesGeneration = bd.Spec.DownstreamResourcesGeneration
 	st.Release = release
 	gen := bd.Spec.Options.ForceSyncGeneration
 	st.SyncGeneration = &gen

@@ -303,6 +303,38 @@ func purgeHistory(ac *action.Configuration, name string) error {
 	return nil
 }
 
+// restorable is the revision drift correction restores: the deployed one,
+// or, after a failed rollback kept by keepFailHistory (which leaves no
+// deployed revision), the newest superseded one, so correction resumes once
+// whatever made it fail is gone.
+func restorable(ac *action.Configuration, name string) (*release.Release, error) {
+	cur, err := ac.Releases.Deployed(name)
+	if err == nil {
+		return asV1(cur)
+	}
+	if !errors.Is(err, driver.ErrNoDeployedReleases) {
+		return nil, err
+	}
+	hist, herr := ac.Releases.History(name)
+	if herr != nil {
+		return nil, err
+	}
+	var best *release.Release
+	for _, h := range hist {
+		r, cerr := asV1(h)
+		if cerr != nil {
+			return nil, cerr
+		}
+		if r.Info.Status == rcommon.StatusSuperseded && (best == nil || r.Version > best.Version) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, err
+	}
+	return best, nil
+}
+
 func asV1(r ri.Releaser) (*release.Release, error) {
 	switch v := r.(type) {
 	case *release.Release:
@@ -351,11 +383,7 @@ func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOption
 	if err != nil {
 		return err
 	}
-	cur, err := ac.Releases.Deployed(name)
-	if err != nil {
-		return err
-	}
-	v1, err := asV1(cur)
+	v1, err := restorable(ac, name)
 	if err != nil {
 		return err
 	}
