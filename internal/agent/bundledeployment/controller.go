@@ -122,6 +122,9 @@ func Setup(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if onSetup != nil {
+		onSetup(r)
+	}
 	inNamespace := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetNamespace() == o.ClusterNamespace
 	})
@@ -141,6 +144,9 @@ func Setup(ctx context.Context, o Options) error {
 	}
 	return o.Upstream.Add(&collector{r: r, interval: o.GCInterval})
 }
+
+// onSetup lets this package's tests look at the reconciler they started.
+var onSetup func(*Reconciler)
 
 // driftEvent queues a BundleDeployment whose objects changed downstream.
 func (r *Reconciler) driftEvent(key types.NamespacedName) {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -338,9 +339,12 @@ func TestDownstreamResourcesGenerationRedeploys(t *testing.T) {
 	must(t, up.Client.Get(ctx, client.ObjectKeyFromObject(src), src))
 	src.Data["password"] = []byte("two")
 	must(t, up.Client.Update(ctx, src))
-	bd := getBD(t, "drgen")
-	bd.Spec.DownstreamResourcesGeneration++
-	must(t, up.Client.Update(ctx, bd))
+	var bd *fleet.BundleDeployment
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bd = getBD(t, "drgen")
+		bd.Spec.DownstreamResourcesGeneration++
+		return up.Client.Update(ctx, bd)
+	}))
 	eventually(t, "copy updated downstream", func() error {
 		p, err := password()
 		if err != nil || p != "two" {
@@ -352,4 +356,44 @@ func TestDownstreamResourcesGenerationRedeploys(t *testing.T) {
 		return nil
 	})
 	waitState(t, "drgen", id, fleet.Ready)
+}
+
+// Pausing a BundleDeployment drops its drift watch (as Fleet does) and
+// nothing is reported while paused; resuming watches the deployed release
+// again and reports what drifted meanwhile.
+func TestPausedClearsDriftWatch(t *testing.T) {
+	ctx := context.Background()
+	id := put(t, bundle{name: "paused", files: map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pz\ndata:\n  a: \"1\"\n"},
+		opts: fleet.BundleDeploymentOptions{DefaultNamespace: "paused-ns"}})
+	waitState(t, "paused", id, fleet.Ready)
+	if n := bundledeployment.WatchedObjects(clusterNS, "paused"); n != 1 {
+		t.Fatalf("watching %d objects, want 1", n)
+	}
+	setPaused := func(p bool) {
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			bd := getBD(t, "paused")
+			bd.Spec.Paused = p
+			return up.Client.Update(ctx, bd)
+		}))
+	}
+	setPaused(true)
+	eventually(t, "drift watch dropped", func() error {
+		if n := bundledeployment.WatchedObjects(clusterNS, "paused"); n != 0 {
+			return fmt.Errorf("still watching %d objects", n)
+		}
+		return nil
+	})
+	cm, err := configMap(t, "paused-ns", "pz")
+	must(t, err)
+	cm.Data["a"] = "2"
+	must(t, down.Client.Update(ctx, cm))
+	time.Sleep(2 * time.Second)
+	if s := bundledeployment.State(getBD(t, "paused")); s != fleet.Ready {
+		t.Fatalf("paused bundle reported %s", s)
+	}
+	setPaused(false)
+	waitState(t, "paused", id, fleet.Modified)
+	if n := bundledeployment.WatchedObjects(clusterNS, "paused"); n != 1 {
+		t.Fatalf("watching %d objects after resume, want 1", n)
+	}
 }

@@ -142,6 +142,13 @@ func (w *Watcher) Watch(bd types.NamespacedName, objs []*unstructured.Unstructur
 	return nil
 }
 
+// Watched is how many objects of bd are followed (zero once forgotten).
+func (w *Watcher) Watched(bd types.NamespacedName) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.byBD[bd])
+}
+
 // Forget stops following bd's objects.
 func (w *Watcher) Forget(bd types.NamespacedName) {
 	w.mu.Lock()
