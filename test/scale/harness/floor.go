@@ -55,45 +55,52 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 	}
 	round := time.Now().Format("150405.000000")
 	sel := metav1.ListOptions{LabelSelector: floorLabel + "=" + strings.ReplaceAll(round, ".", "-")}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 
-	// The observer, then the watchers, all established before the first write.
+	// The observer, then the watchers, all established before the first
+	// write. A watch the server closes is resumed from the last
+	// resourceVersion seen, so no event is lost.
 	var acked atomic.Int64
 	allAcked := make(chan time.Time, 1)
-	obs, err := cs.CoreV1().ConfigMaps("").Watch(ctx, sel)
+	obsRV, err := listRV(ctx, cs, "", sel)
 	if err != nil {
 		return f, err
 	}
-	defer obs.Stop()
-	go func() {
-		for ev := range obs.ResultChan() {
-			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if ok && ev.Type == watch.Modified && cm.Annotations["ack"] == round {
-				if acked.Add(1) == int64(n) {
-					allAcked <- time.Now()
-				}
+	go resumeWatch(ctx, cs, "", sel, obsRV, func(ev watch.Event) bool {
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if ok && ev.Type == watch.Modified && cm.Annotations["ack"] == round {
+			if acked.Add(1) == int64(n) {
+				allAcked <- time.Now()
+				return true
 			}
 		}
-	}()
+		return false
+	})
 	var delivered atomic.Int64
 	allDelivered := make(chan time.Time, 1)
-	watchers := make([]watch.Interface, n)
+	rvs := make([]string, n)
 	if err := parallel(ctx, n, 50, func(i int) error {
-		w, err := cs.CoreV1().ConfigMaps(ns(i)).Watch(ctx, sel)
-		watchers[i] = w
+		rv, err := listRV(ctx, cs, ns(i), sel)
+		rvs[i] = rv
 		return err
 	}); err != nil {
 		return f, fmt.Errorf("floor watchers: %w", err)
 	}
 	var errs sync.Map
-	for i, w := range watchers {
+	var established sync.WaitGroup
+	for i := range n {
+		established.Add(1)
 		go func() {
-			defer w.Stop()
-			for ev := range w.ResultChan() {
+			first := true
+			resumeWatch(ctx, cs, ns(i), sel, rvs[i], func(ev watch.Event) bool {
+				if first {
+					first = false
+					established.Done()
+				}
 				cm, ok := ev.Object.(*corev1.ConfigMap)
 				if !ok || ev.Type != watch.Added {
-					continue
+					return false
 				}
 				if delivered.Add(1) == int64(n) {
 					allDelivered <- time.Now()
@@ -102,10 +109,16 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 				if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					errs.Store(i, err)
 				}
-				return
-			}
+				return true
+			}, func() {
+				if first {
+					first = false
+					established.Done()
+				}
+			})
 		}()
 	}
+	established.Wait()
 	data := map[string]string{"payload": strings.Repeat("x", payload)}
 	start := time.Now()
 	if err := parallel(ctx, n, 50, func(i int) error {
@@ -158,4 +171,47 @@ func parallel(ctx context.Context, n, width int, fn func(i int) error) error {
 		return *p
 	}
 	return ctx.Err()
+}
+
+// listRV returns the current resourceVersion of a list, to watch from.
+func listRV(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions) (string, error) {
+	sel.Limit = 1
+	l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, sel)
+	if err != nil {
+		return "", err
+	}
+	return l.ResourceVersion, nil
+}
+
+// resumeWatch watches from rv, calling handle for each event until it
+// returns true or ctx ends; a closed watch is resumed where it stopped.
+// onStart (optional) is called once the first watch is established.
+func resumeWatch(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions, rv string,
+	handle func(watch.Event) bool, onStart ...func()) {
+	for ctx.Err() == nil {
+		opts := sel
+		opts.ResourceVersion, opts.AllowWatchBookmarks = rv, true
+		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, opts)
+		if err != nil {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		for _, f := range onStart {
+			f()
+		}
+		onStart = nil
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				break
+			}
+			if m, ok := ev.Object.(metav1.Object); ok {
+				rv = m.GetResourceVersion()
+			}
+			if ev.Type != watch.Bookmark && handle(ev) {
+				w.Stop()
+				return
+			}
+		}
+		w.Stop()
+	}
 }
