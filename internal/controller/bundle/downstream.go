@@ -115,6 +115,11 @@ func (r *Reconciler) syncDownstreamResources(ctx context.Context, b *fleet.Bundl
 			missing = append(missing, fmt.Sprintf("unsupported kind %q for %s", dr.Kind, dr.Name))
 			continue
 		}
+		if dr.Kind == "secret" && dr.Name == bd.Name {
+			// That name is the deployment's values Secret (contract 5).
+			missing = append(missing, fmt.Sprintf("secret %s clashes with the values Secret of the bundle", dr.Name))
+			continue
+		}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: dr.Name}, src); err != nil {
 			if apierrors.IsNotFound(err) {
 				missing = append(missing, fmt.Sprintf("%s %s/%s not found", dr.Kind, b.Namespace, dr.Name))
