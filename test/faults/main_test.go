@@ -374,3 +374,9 @@ func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 	t.Cleanup(start)
 	return start
 }
+
+func bundleOf(g Gomega, ws, name string) *fleet.Bundle {
+	b := &fleet.Bundle{}
+	g.Expect(upstream.Client.Get(context.Background(), client.ObjectKey{Namespace: ws, Name: name}, b)).To(Succeed())
+	return b
+}
