@@ -9,11 +9,15 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -353,9 +357,14 @@ func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 			t.Fatal(err)
 		}
 	}
-	// A graceful stop waits for open watches; envtest kills the server when
-	// that takes longer than its stop timeout, which is just as down.
-	if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") {
+	// A crash, not a shutdown: SIGKILL the kube-apiserver this test process
+	// started (found by its port), then let envtest reap it. Without the
+	// process, fall back to a graceful stop, which waits for open watches
+	// (envtest kills the server after its stop timeout: just as down).
+	if pid := apiServerPID(c); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") && !strings.Contains(err.Error(), "signal: killed") {
 		t.Fatal(err)
 	}
 	started := false
@@ -379,4 +388,42 @@ func bundleOf(g Gomega, ws, name string) *fleet.Bundle {
 	b := &fleet.Bundle{}
 	g.Expect(upstream.Client.Get(context.Background(), client.ObjectKey{Namespace: ws, Name: name}, b)).To(Succeed())
 	return b
+}
+
+// apiServerPID finds the kube-apiserver child of this process serving c.
+func apiServerPID(c *testenv.Cluster) int {
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) == 0 || !strings.HasSuffix(args[0], "kube-apiserver") {
+			continue
+		}
+		for _, a := range args {
+			if a == "--secure-port="+u.Port() {
+				return pid
+			}
+		}
+	}
+	return 0
 }
