@@ -39,6 +39,7 @@ type agent struct {
 	applied  map[string]string // BundleDeployment name -> reported deploymentID
 	failures map[string]int
 	retries  chan string
+	done     <-chan struct{}
 }
 
 func newAgent(s *Simulator, i int) *agent {
@@ -65,6 +66,7 @@ func (a *agent) labels() map[string]string {
 func (a *agent) run(ctx context.Context, sem chan struct{}) {
 	l := log.FromContext(ctx).WithValues("agent", a.ns)
 	ctx = log.IntoContext(ctx, l)
+	a.done = ctx.Done()
 	wait := 2 * time.Second
 	for {
 		if sem != nil {
@@ -262,9 +264,11 @@ func (a *agent) retryLater(name string) {
 	a.failures[name]++
 	d := min(time.Second<<min(a.failures[name]-1, 9), 5*time.Minute)
 	time.AfterFunc(jitter(d, 20), func() {
+		// Block (in the timer's own goroutine) rather than drop: every
+		// failed BundleDeployment must be retried.
 		select {
 		case a.retries <- name:
-		default: // a retry is already queued; it will GET the current object
+		case <-a.done:
 		}
 	})
 }
