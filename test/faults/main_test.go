@@ -49,6 +49,9 @@ const (
 
 var upstream, downstream *testenv.Cluster
 
+// certsDir holds the certificates of restarted API servers.
+var certsDir string
+
 func TestMain(m *testing.M) {
 	// Logs go to a file kept for the post-mortem of a failed run.
 	logFile, err := os.CreateTemp("", "fleet-faults-*.log")
@@ -59,6 +62,10 @@ func TestMain(m *testing.M) {
 	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(false))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
+	if certsDir, err = os.MkdirTemp("", "fleet-faults-certs-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if upstream, err = testenv.Start(testenv.Options{Name: "faults-upstream"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -82,6 +89,7 @@ func TestMain(m *testing.M) {
 	}
 	_ = downstream.Stop()
 	_ = upstream.Stop()
+	_ = os.RemoveAll(certsDir)
 	os.Exit(code)
 }
 
@@ -340,7 +348,12 @@ func since(start time.Time) string { return time.Since(start).Round(100 * time.M
 func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 	t.Helper()
 	apiServer := c.Env().ControlPlane.APIServer
-	keep := t.TempDir()
+	// The restarted server keeps using this directory: it must outlive
+	// the test (TestMain removes it).
+	keep, err := os.MkdirTemp(certsDir, "certs-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	entries, err := os.ReadDir(apiServer.CertDir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,32 +1,47 @@
 package faults
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/manager"
 )
 
-// Fault 2: the manager's kube-apiserver restarts (etcd keeps its data).
-// The controller, a real agent and simulated agents reconnect on their
-// own; a change made just before the outage and one made right after it
-// both reach every cluster. Runs last: it restarts the shared upstream.
+// Fault 2: the manager's kube-apiserver crashes and restarts (etcd keeps
+// its data). The controller, a real agent and simulated agents reconnect on
+// their own; a change made just before the outage and one made right after
+// it both reach every cluster. Runs last: it restarts the shared upstream.
 func TestUpstreamRestart(t *testing.T) {
+	upstreamRestart(t, "up", false)
+}
+
+// Fault 3: as fault 2, and etcd's history is compacted while the API server
+// is down, so every watch resumes from a resourceVersion that no longer
+// exists ("too old resource version"): clients must relist and carry on.
+func TestUpstreamRestartAfterCompaction(t *testing.T) {
+	upstreamRestart(t, "compact", true)
+}
+
+func upstreamRestart(t *testing.T, name string, compact bool) {
 	g := NewWithT(t)
-	const ws, agentNS, appNS, sims = "faults-up", "faults-up-agent", "up-app", 10
-	match := map[string]string{"fault": "up"}
+	const sims = 10
+	ws, agentNS, appNS, app := "faults-"+name, "faults-"+name+"-agent", name+"-app", name+"-app"
+	match := map[string]string{"fault": name}
 	startManager(t, manager.Options{AgentCheckinInterval: 2 * time.Second})
-	v := newWorkspace(t, ws, "up-token")
-	installBootstrap(t, downstream, agentNS, "up-1", v, match)
+	v := newWorkspace(t, ws, name+"-token")
+	installBootstrap(t, downstream, agentNS, name+"-1", v, match)
 	_, agentDone := startAgent(t, downstream.Config, agentNS, agent.Options{RetryMax: 4 * time.Second})
-	startSimulators(t, v, sims, "up", match, 2*time.Second)
+	sim, _ := startSimulators(t, v, sims, name, match, 2*time.Second)
 	waitCheckedIn(t, ws, match, sims+1)
 	allAt := func(value string) func(g Gomega) {
 		return func(g Gomega) {
-			bds := bundleDeployments(g, ws, "up-app")
+			bds := bundleDeployments(g, ws, app)
 			g.Expect(bds).To(HaveLen(sims + 1))
 			var id string
 			for c, bd := range bds {
@@ -36,21 +51,26 @@ func TestUpstreamRestart(t *testing.T) {
 				}
 				g.Expect(bd.Spec.DeploymentID).To(Equal(id))
 			}
-			b := bundleOf(g, ws, "up-app")
+			b := bundleOf(g, ws, app)
 			g.Expect(b.Spec.Resources[0].Content).To(ContainSubstring(value))
 			g.Expect(b.Status.Summary.Ready).To(Equal(sims + 1))
 			g.Expect(b.Status.ObservedGeneration).To(Equal(b.Generation))
 		}
 	}
-	putBundle(t, ws, "up-app", "v1", match, appNS)
+	putBundle(t, ws, app, "v1", match, appNS)
 	g.Eventually(allAt("v1"), wait, tick).Should(Succeed())
-	waitConfigMap(t, downstream, appNS, "up-app", "v1")
+	waitConfigMap(t, downstream, appNS, app, "v1")
 
 	// A change just before the outage.
-	putBundle(t, ws, "up-app", "v2", match, appNS)
+	putBundle(t, ws, app, "v2", match, appNS)
 	stopped := time.Now()
 	restart := apiServerOutage(t, upstream)
 	t.Logf("upstream API server stopped in %s", since(stopped))
+	if compact {
+		rev := compactEtcd(t)
+		t.Logf("etcd compacted at revision %d while the API server was down", rev)
+	}
+	appliedBefore := sim.Stats.Applied.Load()
 	time.Sleep(5 * time.Second)
 	g.Expect(agentDone).NotTo(Receive(), "the agent must not exit while the manager is unreachable")
 	down := time.Now()
@@ -58,15 +78,18 @@ func TestUpstreamRestart(t *testing.T) {
 	t.Logf("upstream API server back in %s", since(down))
 	back := time.Now()
 	g.Eventually(allAt("v2"), wait, tick).Should(Succeed())
-	waitConfigMap(t, downstream, appNS, "up-app", "v2")
-	t.Logf("RECOVERY upstream-restart: server back -> change made before the outage on all %d clusters in %s", sims+1, since(back))
+	waitConfigMap(t, downstream, appNS, app, "v2")
+	t.Logf("RECOVERY upstream-restart(%s): server back -> change made before the outage on all %d clusters in %s", name, sims+1, since(back))
 
 	// A change right after: every watch is live again.
 	after := time.Now()
-	putBundle(t, ws, "up-app", "v3", match, appNS)
+	putBundle(t, ws, app, "v3", match, appNS)
 	g.Eventually(allAt("v3"), wait, tick).Should(Succeed())
-	waitConfigMap(t, downstream, appNS, "up-app", "v3")
-	t.Logf("RECOVERY upstream-restart: change made after the restart on all %d clusters in %s", sims+1, since(after))
+	waitConfigMap(t, downstream, appNS, app, "v3")
+	t.Logf("RECOVERY upstream-restart(%s): change made after the restart on all %d clusters in %s", name, sims+1, since(after))
+	// Relisting re-delivers every BundleDeployment, but an agent applies a
+	// deploymentID once: two changes, two applies per simulated agent.
+	g.Expect(sim.Stats.Applied.Load() - appliedBefore).To(BeEquivalentTo(2 * sims))
 	// Heartbeats resumed: every cluster is online.
 	g.Eventually(func(g Gomega) {
 		for _, c := range clusters(g, ws, match) {
@@ -75,4 +98,20 @@ func TestUpstreamRestart(t *testing.T) {
 		}
 	}, wait, tick).Should(Succeed())
 	g.Expect(agentDone).NotTo(Receive())
+}
+
+// compactEtcd compacts the upstream etcd at its current revision.
+func compactEtcd(t *testing.T) int64 {
+	t.Helper()
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{upstream.Env().ControlPlane.Etcd.URL.String()}, DialTimeout: 10 * time.Second})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.Get(ctx, "compact-probe")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	g.Expect(err).NotTo(HaveOccurred())
+	return resp.Header.Revision
 }
