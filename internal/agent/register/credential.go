@@ -56,6 +56,21 @@ type Credential struct {
 // clients: every request reads the current token.
 type tokenHolder struct{ v atomic.Pointer[string] }
 
+// ReleaseHandover deletes the registration (hand-over) secret once the
+// credential is stored, so that the manager can mark the registration
+// delivered and stop looking at it. The manager removes it after a while if
+// this fails, so a failure is only worth a log line.
+func (c *Credential) ReleaseHandover(ctx context.Context) error {
+	if c.handover == nil {
+		return nil
+	}
+	if err := c.handover(ctx); err != nil {
+		return err
+	}
+	c.handover = nil
+	return nil
+}
+
 func (h *tokenHolder) get() string  { return *h.v.Load() }
 func (h *tokenHolder) set(t string) { h.v.Store(&t) }
 

@@ -163,11 +163,8 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 	}
 	// The hand-over secret is no longer needed; the manager removes it
 	// after a while if this fails.
-	if cred.handover != nil {
-		if err := cred.handover(ctx); err != nil {
-			l.Info("could not delete the registration secret; the manager will", "error", err.Error())
-		}
-		cred.handover = nil
+	if err := cred.ReleaseHandover(ctx); err != nil {
+		l.Info("could not delete the registration secret; the manager will", "error", err.Error())
 	}
 	// Forget the registration token: only the cluster's own credential stays.
 	if err := opts.Downstream.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {

@@ -83,6 +83,11 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 		}
 		if err == nil {
 			a.cred = cred
+			// Like a real agent, give the hand-over secret back so that
+			// the manager stops checking on this registration.
+			if err := cred.ReleaseHandover(ctx); err != nil {
+				l.Info("could not delete the registration secret; the manager will", "error", err.Error())
+			}
 			break
 		}
 		if ctx.Err() != nil {
