@@ -2,6 +2,10 @@ package faults
 
 import (
 	"context"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // Fault 1: the controller dies mid-rollout (every request of the process
@@ -18,17 +23,51 @@ import (
 // (generation and resourceVersion unchanged) and no simulated agent
 // applies anything twice.
 func TestControllerKilledMidRollout(t *testing.T) {
+	killMidRollout(t, "kill", 40, func() func() {
+		m := startManager(t, manager.Options{AgentCheckinInterval: 5 * time.Second, Workers: 2})
+		return func() { m.kill(); m.stop(t) }
+	})
+}
+
+// The same with the fleet-controller binary, killed with SIGKILL.
+func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fleet-controller")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/fleet-controller")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building fleet-controller: %v\n%s", err, out)
+	}
+	killMidRollout(t, "sigkill", 20, func() func() {
+		cmd := exec.Command(bin, "--kubeconfig", upstream.Kubeconfig, "--agent-checkin-interval", "5s",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--webhook-bind-address", "0",
+			"--leader-elect=false", "--bootstrap-namespace", "", "--workers", "2")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		kill := func() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+		t.Cleanup(kill)
+		return kill
+	})
+}
+
+// killMidRollout runs a rollout to n simulated clusters, kills the
+// controller started by start once part of it is written, starts another
+// one and checks the outcome.
+func killMidRollout(t *testing.T, name string, n int, start func() (kill func())) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	const ws, n = "faults-kill", 40
-	all := map[string]string{"fault": "kill"}
-	first := startManager(t, manager.Options{AgentCheckinInterval: 5 * time.Second, Workers: 2})
-	v := newWorkspace(t, ws, "kill-token")
-	sim, _ := startSimulators(t, v, n, "kill", all, 5*time.Second)
+	ws := "faults-" + name
+	all := map[string]string{"fault": name}
+	killFirst := start()
+	v := newWorkspace(t, ws, name+"-token")
+	sim, _ := startSimulators(t, v, n, name, all, 5*time.Second)
 	waitCheckedIn(t, ws, all, n)
 
-	putBundle(t, ws, "kill-steady", "v1", all, "kill-steady")
-	putBundle(t, ws, "kill-moving", "v1", all, "kill-moving")
+	putBundle(t, ws, name+"-steady", "v1", all, name+"-steady")
+	putBundle(t, ws, name+"-moving", "v1", all, name+"-moving")
 	allDeployed := func(g Gomega, name string) map[string]fleet.BundleDeployment {
 		bds := bundleDeployments(g, ws, name)
 		g.Expect(bds).To(HaveLen(n))
@@ -39,31 +78,38 @@ func TestControllerKilledMidRollout(t *testing.T) {
 	}
 	var steady, movingV1 map[string]fleet.BundleDeployment
 	g.Eventually(func(g Gomega) {
-		steady = allDeployed(g, "kill-steady")
-		movingV1 = allDeployed(g, "kill-moving")
+		steady = allDeployed(g, name+"-steady")
+		movingV1 = allDeployed(g, name+"-moving")
 	}, wait, tick).Should(Succeed())
 	g.Eventually(sim.Stats.Applied.Load, wait, tick).Should(BeEquivalentTo(2 * n))
 
-	// Roll out v2 and kill the controller as soon as it has started.
-	putBundle(t, ws, "kill-moving", "v2", all, "kill-moving")
-	g.Eventually(func(g Gomega) int {
-		changed := 0
-		for c, bd := range bundleDeployments(g, ws, "kill-moving") {
-			if bd.Spec.DeploymentID != movingV1[c].Spec.DeploymentID {
-				changed++
+	// Roll out v2 and kill the controller as soon as it has written the
+	// first BundleDeployment (seen through a watch, to react at once).
+	wc, err := client.NewWithWatch(upstream.Config, client.Options{Scheme: testenv.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	w, err := wc.Watch(context.Background(), &fleet.BundleDeploymentList{}, client.MatchingLabels{
+		fleet.BundleNamespaceLabel: ws, fleet.BundleLabel: name + "-moving"})
+	g.Expect(err).NotTo(HaveOccurred())
+	putBundle(t, ws, name+"-moving", "v2", all, name+"-moving")
+	timeout := time.After(wait)
+	for started := false; !started; {
+		select {
+		case ev := <-w.ResultChan():
+			if bd, ok := ev.Object.(*fleet.BundleDeployment); ok &&
+				bd.Spec.DeploymentID != movingV1[bd.Labels[fleet.ClusterLabel]].Spec.DeploymentID {
+				started = true
 			}
+		case <-timeout:
+			t.Fatal("the rollout did not start")
 		}
-		return changed
-	}, wait, 20*time.Millisecond).Should(BeNumerically(">", 0))
-	first.kill()
+	}
+	w.Stop()
+	killFirst()
 	killed := time.Now()
-	first.stop(t)
 	time.Sleep(time.Second) // anything in flight has landed
 	atKill := map[string]fleet.BundleDeployment{}
-	g.Eventually(func(g Gomega) { atKill = bundleDeployments(g, ws, "kill-moving") }, wait, tick).Should(Succeed())
+	g.Eventually(func(g Gomega) { atKill = bundleDeployments(g, ws, name+"-moving") }, wait, tick).Should(Succeed())
 	var wantID string
-	bundle := &fleet.Bundle{}
-	g.Expect(upstream.Client.Get(ctx, client.ObjectKey{Namespace: ws, Name: "kill-moving"}, bundle)).To(Succeed())
 	done := 0
 	for c, bd := range atKill {
 		if bd.Spec.DeploymentID != movingV1[c].Spec.DeploymentID {
@@ -74,15 +120,15 @@ func TestControllerKilledMidRollout(t *testing.T) {
 	t.Logf("controller killed with %d of %d BundleDeployments of the rollout written", done, n)
 
 	// A new controller resumes.
-	startManager(t, manager.Options{AgentCheckinInterval: 5 * time.Second, Workers: 2})
+	start()
 	var final map[string]fleet.BundleDeployment
 	g.Eventually(func(g Gomega) {
-		final = allDeployed(g, "kill-moving")
+		final = allDeployed(g, name+"-moving")
 		for c, bd := range final {
 			g.Expect(bd.Spec.DeploymentID).To(Equal(wantID), c)
 		}
 	}, wait, tick).Should(Succeed())
-	t.Logf("RECOVERY controller-killed: kill -> new controller finished the rollout to %d clusters in %s", n, since(killed))
+	t.Logf("RECOVERY controller-killed(%s): kill -> new controller finished the rollout to %d clusters in %s", name, n, since(killed))
 
 	// Nothing was rewritten without a change.
 	for c, bd := range final {
@@ -92,7 +138,7 @@ func TestControllerKilledMidRollout(t *testing.T) {
 		g.Expect(bd.Generation).To(BeNumerically("<=", movingV1[c].Generation+2), "%s: spec written more often than staging+promotion", c)
 	}
 	g.Consistently(func(g Gomega) {
-		for c, bd := range bundleDeployments(g, ws, "kill-steady") {
+		for c, bd := range bundleDeployments(g, ws, name+"-steady") {
 			g.Expect(bd.Generation).To(Equal(steady[c].Generation), "%s: unchanged BundleDeployment rewritten", c)
 			g.Expect(bd.ResourceVersion).To(Equal(steady[c].ResourceVersion), "%s: unchanged BundleDeployment touched", c)
 		}
