@@ -72,10 +72,9 @@ verify: generate
 		git status --porcelain -- api charts go.mod go.sum hack; git diff --stat -- api charts go.mod go.sum hack; exit 1; fi
 	$(GO) vet ./...
 
-## test: the whole suite against real kube-apiservers (builds what it needs)
+## test: verify (generated code, CRDs, go.mod, vet), then the whole suite against real kube-apiservers, then fuzzing
 .PHONY: test
-test: controlplane tools
-	$(GO) vet ./...
+test: controlplane verify
 	$(GO) test $(GOTESTFLAGS) ./...
 	$(MAKE) fuzz
 
