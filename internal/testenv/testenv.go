@@ -107,6 +107,9 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves the processes running when a later step (such as
+		// installing CRDs) fails; stop them so they do not outlive the test.
+		_ = env.Stop()
 		return nil, fmt.Errorf("testenv: starting %s: %w", opts.Name, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
