@@ -232,3 +232,18 @@ func KubeconfigFor(cfg *rest.Config, name string) *clientcmdapi.Config {
 	kc.CurrentContext = name
 	return kc
 }
+
+// StartPair boots the usual pair of an end-to-end test: an upstream (manager)
+// cluster with the Fleet CRDs and a separate downstream cluster without them,
+// named <prefix>-upstream and <prefix>-downstream. On error nothing is left
+// running.
+func StartPair(prefix string) (upstream, downstream *Cluster, err error) {
+	if upstream, err = Start(Options{Name: prefix + "-upstream"}); err != nil {
+		return nil, nil, err
+	}
+	if downstream, err = Start(Options{Name: prefix + "-downstream", WithoutCRDs: true}); err != nil {
+		_ = upstream.Stop()
+		return nil, nil, err
+	}
+	return upstream, downstream, nil
+}

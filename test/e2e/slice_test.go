@@ -30,12 +30,7 @@ var upstream, downstream *testenv.Cluster
 
 func TestMain(m *testing.M) {
 	var err error
-	if upstream, err = testenv.Start(testenv.Options{Name: "e2e-upstream"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if downstream, err = testenv.Start(testenv.Options{Name: "e2e-downstream", WithoutCRDs: true}); err != nil {
-		_ = upstream.Stop()
+	if upstream, downstream, err = testenv.StartPair("e2e"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -66,12 +66,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if upstream, err = testenv.Start(testenv.Options{Name: "faults-upstream"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if downstream, err = testenv.Start(testenv.Options{Name: "faults-downstream", WithoutCRDs: true}); err != nil {
-		_ = upstream.Stop()
+	if upstream, downstream, err = testenv.StartPair("faults"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -45,12 +45,7 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	var err error
-	if upstream, err = testenv.Start(testenv.Options{Name: "ops-upstream"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if downstream, err = testenv.Start(testenv.Options{Name: "ops-downstream", WithoutCRDs: true}); err != nil {
-		_ = upstream.Stop()
+	if upstream, downstream, err = testenv.StartPair("ops"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -34,12 +34,7 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	}
 	var err error
-	if upstream, err = testenv.Start(testenv.Options{Name: "gitops-upstream"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if downstream, err = testenv.Start(testenv.Options{Name: "gitops-downstream", WithoutCRDs: true}); err != nil {
-		_ = upstream.Stop()
+	if upstream, downstream, err = testenv.StartPair("gitops"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
