@@ -84,7 +84,7 @@ func TestGitRepoToDownstream(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = mgr.Start(ctx) }()
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
-	registerAgent(ctx, g, ws)
+	cluster := registerAgent(ctx, g, ws)
 
 	root := t.TempDir()
 	repo := gittest.NewRepo(t, root, "fleet-examples")
@@ -123,6 +123,11 @@ func TestGitRepoToDownstream(t *testing.T) {
 		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(gr), r)).To(Succeed())
 		g.Expect(r.Status.Display.ReadyBundleDeployments).To(Equal("2/2"))
 		g.Expect(meta.IsStatusConditionTrue(r.Status.Conditions, fleet.ConditionReady)).To(BeTrue())
+		// The cluster counts the GitRepo as ready on it.
+		c := &fleet.Cluster{}
+		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(&cluster), c)).To(Succeed())
+		g.Expect(c.Status.DesiredReadyGitRepos).To(Equal(1))
+		g.Expect(c.Status.ReadyGitRepos).To(Equal(1))
 	}, wait, poll).Should(Succeed())
 
 	// A push updates the deployed object.
