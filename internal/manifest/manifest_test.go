@@ -80,3 +80,25 @@ func TestDeploymentIDIgnoresDriftSettings(t *testing.T) {
 		t.Fatalf("unexpected ids %s %s", a, c)
 	}
 }
+
+// FuzzBundleResources feeds hostile bundle resources and Content payloads to
+// the decoders the agent runs on data it did not produce: they must return an
+// error or a manifest, never panic, and never return more than the limit.
+func FuzzBundleResources(f *testing.F) {
+	enc, _ := Encode("a.yaml", "kind: ConfigMap")
+	m, _ := New([]fleet.BundleResource{{Name: "a.yaml", Content: "kind: ConfigMap"}})
+	payload, _ := m.Compressed()
+	f.Add(enc.Content, EncodingBase64Gz, payload)
+	f.Add("plain", "", []byte("not gzip"))
+	f.Add("!!!", EncodingBase64Gz, []byte{0x1f, 0x8b, 0x08, 0x00})
+	f.Fuzz(func(t *testing.T, content, encoding string, compressed []byte) {
+		if out, err := Decode(fleet.BundleResource{Name: "f", Content: content, Encoding: encoding}); err == nil && len(out) > MaxUncompressedSize {
+			t.Fatalf("decoded %d bytes, above the limit", len(out))
+		}
+		if got, err := FromCompressed(compressed); err == nil {
+			if _, err := got.ID(); err != nil {
+				t.Fatalf("a decoded manifest must have an ID: %v", err)
+			}
+		}
+	})
+}
