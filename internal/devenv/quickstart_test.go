@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -297,8 +298,10 @@ func TestDownKillsLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A stand-in child whose command line names the state folder, as every
-	// real child's does.
-	cmd := exec.Command("/bin/sh", "-c", `trap "exit 0" TERM; while :; do sleep 1; done`, state)
+	// real child's does: sleep, renamed so that its argv[0] is the folder.
+	// (It keeps the default SIGTERM action, so a stop cannot be delayed by a
+	// shell deferring its trap.)
+	cmd := exec.Command("/bin/bash", "-c", `exec -a "$0" sleep 600`, state)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +311,20 @@ func TestDownKillsLeftovers(t *testing.T) {
 	if err := tbl.save(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Down(context.Background(), Options{RepoRoot: repoRoot(), StateDir: state, Out: io.Discard}); err != nil {
+	// Wait until the rename is visible, so Down can recognise the child.
+	eventually(t, 30*time.Second, "the stand-in child runs", func() (bool, string) {
+		return alive(cmd.Process.Pid, state), readCmdline(cmd.Process.Pid)
+	})
+	var out bytes.Buffer
+	if err := Down(context.Background(), Options{RepoRoot: repoRoot(), StateDir: state, Out: &out}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
 		_ = cmd.Process.Kill()
-		t.Fatal("down did not stop the leftover child")
+		t.Fatalf("down did not stop the leftover child; down said %q; child status:\n%s", out.String(), st)
 	}
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("state folder still exists after down")
