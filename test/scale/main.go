@@ -35,6 +35,9 @@ func main() {
 		jsonOnly = flag.Bool("json", false, "print only JSON")
 		real     = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
 		viaAgent = flag.Bool("fleet-agent-simulators", false, "run the agents as `fleet-agent --simulators N` instead of a harness child")
+		clusters = flag.Int("clusters", 0, "override the scenario's number of clusters (e.g. a 200-cluster 1k-1 while iterating)")
+		bundles  = flag.Int("bundles", -1, "override the scenario's number of bundles")
+		perBndl  = flag.Int("resources", 0, "override the scenario's resources per bundle")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -61,6 +64,15 @@ func main() {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
+		}
+		if *clusters > 0 {
+			sc.Clusters = *clusters
+		}
+		if *bundles >= 0 {
+			sc.Bundles = *bundles
+		}
+		if *perBndl > 0 {
+			sc.ResourcesPerBundle = *perBndl
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
 			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
