@@ -15,6 +15,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 func configMap(name, value string) string {
@@ -64,7 +65,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 
 	// First sync: one Bundle per path, labelled with repo and commit, with
 	// the GitRepo's targets as targets and restrictions.
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		bs := bundlesOf(t, ns, "web")
 		if len(bs) != 2 {
 			return fmt.Errorf("%d bundles", len(bs))
@@ -90,7 +91,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 		!slices.ContainsFunc(one.Spec.Targets, func(t fleet.BundleTarget) bool { return t.Name == "prod" }) {
 		t.Fatalf("targets %+v restrictions %+v", one.Spec.Targets, one.Spec.TargetRestrictions)
 	}
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "web")
 		if r.Status.Commit != c1 || r.Status.Display.ReadyBundleDeployments != "0/0" {
 			return fmt.Errorf("status commit %q display %q", r.Status.Commit, r.Status.Display.ReadyBundleDeployments)
@@ -111,7 +112,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 
 	// A pushed commit updates the Bundles.
 	c2 := repo.Commit("master", map[string]string{"apps/one/cm.yaml": configMap("one", "v2")})
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		for name, b := range bundlesOf(t, ns, "web") {
 			if b.Labels[fleet.CommitLabel] != c2 {
 				return fmt.Errorf("bundle %s at %s", name, b.Labels[fleet.CommitLabel])
@@ -126,7 +127,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 	// Removing a path prunes its Bundle.
 	repo.RemovePath("apps/two")
 	c3 := repo.Commit("master", nil)
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		bs := bundlesOf(t, ns, "web")
 		if len(bs) != 1 {
 			return fmt.Errorf("%d bundles", len(bs))
@@ -141,7 +142,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 
 	// A broken commit keeps the last good Bundles and shows the error.
 	broken := repo.Commit("master", map[string]string{"apps/one/fleet.yaml": "defaultNamespace: [unclosed\n", "apps/three/cm.yaml": configMap("three", "x")})
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "web")
 		if r.Status.PollingCommit != broken {
 			return fmt.Errorf("polling commit %q", r.Status.PollingCommit)
@@ -170,7 +171,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 
 	// Fixing it recovers.
 	fixed := repo.Commit("master", map[string]string{"apps/one/fleet.yaml": "defaultNamespace: one\n", "apps/three/fleet.yaml": "defaultNamespace: three\n"})
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "web")
 		if c := condition(r, fleet.ConditionReady); r.Status.Commit != fixed || c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("commit %q ready %+v", r.Status.Commit, c)
@@ -182,7 +183,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 	})
 
 	// Events were recorded for the new commits, the failure and the recovery.
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		var evs eventsv1.EventList
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return err
@@ -206,7 +207,7 @@ func TestGitRepoLifecycle(t *testing.T) {
 	if err := env.Client.Delete(ctx, gr); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		if n := len(bundlesOf(t, ns, "web")); n != 0 {
 			return fmt.Errorf("%d bundles left", n)
 		}

@@ -90,20 +90,6 @@ func run(m *testing.M) int {
 	return code
 }
 
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v: %v", timeout, err)
-}
-
 const timeout = 90 * time.Second
 
 func newNamespace(t testing.TB, name string) string {

@@ -13,6 +13,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 func createRepo(t testing.TB, ns, name string, spec fleet.GitRepoSpec) *fleet.GitRepo {
@@ -27,7 +28,7 @@ func createRepo(t testing.TB, ns, name string, spec fleet.GitRepoSpec) *fleet.Gi
 // waitSynced waits until the GitRepo applied commit and has n Bundles.
 func waitSynced(t testing.TB, ns, name, commit string, n int) {
 	t.Helper()
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, name)
 		if r.Status.Commit != commit {
 			c := condition(r, fleet.ConditionReady)
@@ -43,7 +44,7 @@ func waitSynced(t testing.TB, ns, name, commit string, n int) {
 // waitPollError waits until GitPolling is False with a message containing s.
 func waitPollError(t testing.TB, ns, name, s string) {
 	t.Helper()
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, name)
 		c := condition(r, fleet.ConditionGitPolling)
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, s) {
@@ -101,7 +102,7 @@ func TestSSHWithKnownHosts(t *testing.T) {
 
 	// A missing Secret is bad input: not accepted, stalled.
 	createRepo(t, ns, "no-secret", fleet.GitRepoSpec{Repo: srv.URLFor(repo), ClientSecretName: "missing"})
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "no-secret")
 		a, s := condition(r, fleet.ConditionAccepted), condition(r, fleet.ConditionStalled)
 		if a == nil || a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "missing") || s == nil || s.Status != metav1.ConditionTrue {
@@ -128,7 +129,7 @@ func TestPollingBackoff(t *testing.T) {
 	srv.Fail.Store(true)
 
 	createRepo(t, ns, "flaky", fleet.GitRepoSpec{Repo: srv.URLFor(repo), PollingInterval: &metav1.Duration{Duration: 500 * time.Millisecond}})
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		if n := len(srv.RefTimes()); n < 6 {
 			return fmt.Errorf("%d attempts so far", n)
 		}
@@ -151,7 +152,7 @@ func TestPollingBackoff(t *testing.T) {
 	}
 	srv.Fail.Store(false)
 	waitSynced(t, ns, "flaky", c1, 1)
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		if r := getRepo(t, ns, "flaky"); r.Status.ConsecutiveFailures != 0 {
 			return fmt.Errorf("consecutiveFailures %d", r.Status.ConsecutiveFailures)
 		}
@@ -174,7 +175,7 @@ func TestBadInput(t *testing.T) {
 	createRepo(t, ns, "no-branch", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Branch: "nope"})
 	createRepo(t, ns, "hung", fleet.GitRepoSpec{Repo: hung.URLFor(repo)})
 
-	eventually(t, timeout, func() error {
+	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "no-path")
 		c, s := condition(r, fleet.ConditionReady), condition(r, fleet.ConditionStalled)
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "does/not/exist") || s == nil || s.Status != metav1.ConditionTrue {

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/webhooktest"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 func postWebhook(t testing.TB, h http.Header, body []byte) int {
@@ -74,7 +75,7 @@ func TestWebhooks(t *testing.T) {
 			if code := postWebhook(t, signed, body); code != http.StatusOK {
 				t.Fatalf("signed: %d", code)
 			}
-			eventually(t, timeout, func() error {
+			fleettest.Eventually(t, timeout, func() error {
 				r := getRepo(t, ns, "hooked")
 				if r.Status.WebhookCommit != next || r.Status.LastWebhookTime == nil {
 					return fmt.Errorf("webhookCommit %q", r.Status.WebhookCommit)
