@@ -58,6 +58,11 @@ type Cluster struct {
 	env  *envtest.Environment
 	dir  string
 	once sync.Once
+
+	// etcdMu guards etcdDataDir: set once etcd has been restarted by
+	// StartEtcd, whose data directory envtest then no longer removes.
+	etcdMu      sync.Mutex
+	etcdDataDir string
 }
 
 // RepoRoot returns the module root, found from this source file.
@@ -173,6 +178,11 @@ func (c *Cluster) Stop() error {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
 		}
+		c.etcdMu.Lock()
+		if c.etcdDataDir != "" {
+			_ = os.RemoveAll(c.etcdDataDir)
+		}
+		c.etcdMu.Unlock()
 	})
 	return err
 }
