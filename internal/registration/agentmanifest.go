@@ -76,7 +76,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 		},
 		Containers: []corev1.Container{{
 			Name: "fleet-agent", Image: m.Image, Command: []string{"fleet-agent"},
-			Env: env,
+			Env:          env,
 			VolumeMounts: []corev1.VolumeMount{{Name: "kube", MountPath: "/.kube"}, {Name: "tmp", MountPath: "/tmp"}},
 			SecurityContext: &corev1.SecurityContext{
 				AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), Privileged: ptr.To(false),

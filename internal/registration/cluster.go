@@ -96,14 +96,30 @@ var deleting = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 }}
 
 func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.Cluster, ns string) error {
-	return apply(ctx, r.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   ns,
+	want := clusterNamespace(cluster)
+	// The namespace is usually there already (the registration created it,
+	// or this is a resync): a look at the cache spares the write.
+	have := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, have); err == nil && have.DeletionTimestamp.IsZero() &&
+		have.Labels[fleet.ManagedLabel] == want.Labels[fleet.ManagedLabel] &&
+		have.Annotations[fleet.ClusterNamespaceLabel] == want.Annotations[fleet.ClusterNamespaceLabel] &&
+		have.Annotations[fleet.ClusterLabel] == want.Annotations[fleet.ClusterLabel] {
+		return nil
+	}
+	return apply(ctx, r.Client, want)
+}
+
+// clusterNamespace is the namespace object of a Cluster (contract 1), as
+// both the Cluster and the registration controllers apply it.
+func clusterNamespace(cluster *fleet.Cluster) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   names.ClusterNamespace(cluster.Namespace, cluster.Name),
 		Labels: map[string]string{fleet.ManagedLabel: "true"},
 		Annotations: map[string]string{
 			fleet.ClusterNamespaceLabel: cluster.Namespace,
 			fleet.ClusterLabel:          cluster.Name,
 		},
-	}})
+	}}
 }
 
 // cleanupCluster revokes every credential of a deleted Cluster (its agent

@@ -142,8 +142,8 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: tok.Name, Namespace: tok.Namespace,
-			Labels:      map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tok.Name},
-			Annotations: map[string]string{tokenExpiryAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)},
+			Labels:          map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tok.Name},
+			Annotations:     map[string]string{tokenExpiryAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: fleet.GroupVersion.String(), Kind: "ClusterRegistrationToken", Name: tok.Name, UID: tok.UID}}},
 		Type: fleet.SecretTypeClusterRegistrationValues,
 		Data: map[string][]byte{"values": values},

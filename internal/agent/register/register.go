@@ -17,7 +17,9 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,11 +43,18 @@ type Options struct {
 	// Namespace is the agent namespace (downstream).
 	Namespace string
 	// PollInterval is the first wait between checks for the credential
-	// (default 2s); it grows to 10x with jitter.
+	// (default 2s); it grows by half each time, with jitter, up to 10x or
+	// MaxPollWait, whichever is shorter.
 	PollInterval time.Duration
 	// Timeout bounds the wait for a registration to be granted (30m).
 	Timeout time.Duration
 }
+
+// MaxPollWait caps the wait between two checks for a granted credential.
+// In a registration burst the grant of the last clusters comes late; a
+// short cap keeps their agents from sleeping long after it (a check that
+// is not granted yet is a 403, answered from the API server's memory).
+const MaxPollWait = 5 * time.Second
 
 func (o *Options) defaults() {
 	if o.PollInterval == 0 {
@@ -185,7 +194,7 @@ func loadStored(ctx context.Context, opts Options) (*Credential, error) {
 // Check lists (at most one) BundleDeployment in the cluster namespace with
 // the credential; 401/403 is ErrRefused.
 func Check(ctx context.Context, cred *Credential) error {
-	c, err := client.New(cred.RESTConfig(), client.Options{Scheme: scheme.Scheme})
+	c, err := upstreamClient(cred.RESTConfig())
 	if err != nil {
 		return err
 	}
@@ -216,7 +225,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	ca := TrustedCA(ctx, b.APIServerURL, b.APIServerCA, cfg.AgentTLSMode)
 	importCfg := &rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: ca},
 		BearerToken: b.Token, Timeout: 30 * time.Second}
-	up, err := client.New(importCfg, client.Options{Scheme: scheme.Scheme})
+	up, err := upstreamClient(importCfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the manager client: %w", err)
 	}
@@ -242,6 +251,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	secretName := names.RegistrationSecretName(clientID, random)
 	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
 	wait := opts.PollInterval
+	maxWait := max(min(opts.PollInterval*10, MaxPollWait), opts.PollInterval)
 	deadline := time.Now().Add(opts.Timeout)
 	for {
 		s := &corev1.Secret{}
@@ -272,23 +282,27 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 			return nil, ctx.Err()
 		case <-time.After(Jitter(wait)):
 		}
-		wait = min(wait*3/2, opts.PollInterval*10)
+		wait = min(wait*3/2, maxWait)
 	}
 }
 
-// waitUsable waits until the new credential is accepted (RBAC caches of the
-// API server catch up within seconds).
+// waitUsable waits until the new credential is accepted. The manager
+// writes the RBAC before the hand-over Secret, so the first check nearly
+// always passes; when the API server's RBAC cache lags, it catches up
+// within a second or two, hence the short first waits.
 func waitUsable(ctx context.Context, cred *Credential, interval time.Duration) error {
 	var err error
-	for range 10 {
+	wait := min(interval, 250*time.Millisecond)
+	for range 15 {
 		if err = Check(ctx, cred); err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(Jitter(interval)):
+		case <-time.After(Jitter(wait)):
 		}
+		wait = min(wait*2, interval)
 	}
 	return fmt.Errorf("new credential not usable: %w", err)
 }
@@ -320,7 +334,7 @@ func Renew(ctx context.Context, downstream client.Client, ns string, cred *Crede
 	if err != nil {
 		return info, err
 	}
-	up, err := client.New(cred.RESTConfig(), client.Options{Scheme: scheme.Scheme})
+	up, err := upstreamClient(cred.RESTConfig())
 	if err != nil {
 		return info, err
 	}
@@ -339,6 +353,24 @@ func Renew(ctx context.Context, downstream client.Client, ns string, cred *Crede
 	return ParseToken(tr.Status.Token)
 }
 
+// upstreamClient is a client of the manager's API server for the few
+// kinds registration uses. Its fixed REST mapping spares the discovery
+// requests a client otherwise makes before its first request: with a
+// thousand agents registering at once, those would be thousands of reads
+// of the API server's largest documents.
+func upstreamClient(cfg *rest.Config) (client.Client, error) {
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{
+		fleet.GroupVersion.WithKind("ClusterRegistration"),
+		fleet.GroupVersion.WithKind("BundleDeployment"),
+		corev1.SchemeGroupVersion.WithKind("Secret"),
+		corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
+	} {
+		m.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return client.New(cfg, client.Options{Scheme: scheme.Scheme, Mapper: m})
+}
+
 // Jitter spreads d by up to +20%.
 func Jitter(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -352,7 +384,6 @@ func randomHex(n int) string {
 	_, _ = crand.Read(b)
 	return hex.EncodeToString(b)
 }
-
 
 func sortStrings(s []string) []string {
 	slices.Sort(s)

@@ -2,10 +2,10 @@ package register
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
-	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
