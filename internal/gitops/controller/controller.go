@@ -7,11 +7,9 @@ package controller
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -31,7 +29,6 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
-	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 )
 
 // Finalizer makes deleting a GitRepo delete its Bundles first.
@@ -85,6 +82,8 @@ type Reconciler struct {
 	// attempted is the generation/forceSyncGeneration last tried, so that a
 	// failing spec change is retried on the backoff schedule, not at once.
 	attempted map[types.NamespacedName][2]int64
+	// webhooks is the webhook mark last polled for, per GitRepo.
+	webhooks map[types.NamespacedName]webhookMark
 }
 
 // Setup registers the reconciler (and the webhook receiver) with mgr.
@@ -98,6 +97,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 		triggers:  make(chan event.TypedGenericEvent[*fleet.GitRepo], 128),
 		last:      map[types.NamespacedName]syncOutcome{},
 		attempted: map[types.NamespacedName][2]int64{},
+		webhooks:  map[types.NamespacedName]webhookMark{},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -129,14 +129,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	repoPreds := predicate.Or[client.Object](
 		predicate.GenerationChangedPredicate{},
 		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*fleet.GitRepo)
-			n, ok2 := e.ObjectNew.(*fleet.GitRepo)
-			if !ok1 || !ok2 {
-				return false
-			}
-			return o.Status.WebhookCommit != n.Status.WebhookCommit ||
-				!reflect.DeepEqual(o.Status.LastWebhookTime, n.Status.LastWebhookTime) ||
-				!n.DeletionTimestamp.IsZero()
+			return webhookMarkOf(e.ObjectOld) != webhookMarkOf(e.ObjectNew) ||
+				!e.ObjectNew.GetDeletionTimestamp().IsZero()
 		}},
 	)
 	return ctrl.NewControllerManagedBy(mgr).
@@ -154,24 +148,6 @@ func bundleToRepo(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-}
-
-// TriggerWebhook records a verified push on the GitRepo's status and asks
-// for an immediate sync.
-func (r *Reconciler) TriggerWebhook(ctx context.Context, repo *fleet.GitRepo, push *payload.Push) error {
-	base := repo.DeepCopy()
-	repo.Status.WebhookCommit = push.Commit
-	now := metaNow()
-	repo.Status.LastWebhookTime = &now
-	if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(base)); err != nil {
-		return err
-	}
-	r.Opts.Tracker.Trigger(client.ObjectKeyFromObject(repo))
-	select {
-	case r.triggers <- event.TypedGenericEvent[*fleet.GitRepo]{Object: repo}:
-	default: // the status change reaches the controller through the watch
-	}
-	return nil
 }
 
 // Reconcile runs: fetch → deletion → finalizer → poll/sync → status.
@@ -195,20 +171,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	old := repo.DeepCopy()
+	read := repo.DeepCopy()
 	out, requeue := r.pollAndSync(ctx, repo)
-	repo.Status.ConsecutiveFailures = r.Opts.Tracker.Failures(req.NamespacedName)
-	bs, err := r.bundleStatus(ctx, repo)
-	if err != nil {
+	done := syncedBy(&read.Status, &repo.Status)
+	if err := r.writeStatus(ctx, read, out, done); err != nil {
 		return ctrl.Result{}, err
-	}
-	setBundleStatus(&repo.Status, bs)
-	setConditions(&repo.Status, repo.Generation, out, bs)
-	if !equality.Semantic.DeepEqual(old.Status, repo.Status) {
-		if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(old)); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		r.emitEvents(old, repo)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -238,6 +205,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.last, key)
 	delete(r.attempted, key)
+	delete(r.webhooks, key)
 }
 
 // bundleStatus reads the GitRepo's Bundles and their BundleDeployments from

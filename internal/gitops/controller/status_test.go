@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,5 +141,53 @@ func TestTargetsFor(t *testing.T) {
 	}
 	if len(rs) != 2 || rs[0].ClusterSelector.MatchLabels["env"] != "prod" || rs[1].ClusterName != "one" {
 		t.Fatalf("restrictions %+v", rs)
+	}
+}
+
+func TestSyncedFieldsCarryOnlyWhatChanged(t *testing.T) {
+	t0 := metav1.NewTime(time.Unix(100, 0))
+	t1 := metav1.NewTime(time.Unix(200, 0))
+	read := fleet.GitRepoStatus{PollingCommit: "a", LastPollingTime: &t0, Commit: "a", ObservedGeneration: 1}
+	// Fresher than read: another write this reconcile did not see.
+	stored := fleet.GitRepoStatus{PollingCommit: "b", LastPollingTime: &t1, Commit: "b", ObservedGeneration: 2}
+
+	idle := syncedBy(&read, &read)
+	got := stored
+	idle.apply(&got)
+	if got.Commit != "b" || got.PollingCommit != "b" || got.ObservedGeneration != 2 {
+		t.Fatalf("a reconcile that did nothing overwrote newer fields: %+v", got)
+	}
+
+	after := read
+	after.PollingCommit, after.LastPollingTime = "c", &t1
+	after.Commit, after.ObservedGeneration, after.UpdateGeneration = "c", 3, 1
+	got = stored
+	syncedBy(&read, &after).apply(&got)
+	if got.Commit != "c" || got.PollingCommit != "c" || got.ObservedGeneration != 3 || got.UpdateGeneration != 1 {
+		t.Fatalf("synced fields not carried: %+v", got)
+	}
+
+	polledOnly := read
+	polledOnly.PollingCommit = "c"
+	got = stored
+	syncedBy(&read, &polledOnly).apply(&got)
+	if got.PollingCommit != "c" || got.Commit != "b" {
+		t.Fatalf("poll only: %+v", got)
+	}
+}
+
+func TestSetWebhookStatus(t *testing.T) {
+	var st fleet.GitRepoStatus
+	setWebhookStatus(&st, webhookMark{})
+	if st.WebhookCommit != "" || st.LastWebhookTime != nil {
+		t.Fatalf("no mark: %+v", st)
+	}
+	setWebhookStatus(&st, webhookMark{Commit: "abc", Time: "2026-01-02T03:04:05.678901Z"})
+	if st.WebhookCommit != "abc" || st.LastWebhookTime == nil || !st.LastWebhookTime.Equal(&metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}) {
+		t.Fatalf("mark: %+v", st)
+	}
+	setWebhookStatus(&st, webhookMark{Commit: "def", Time: "yesterday"})
+	if st.WebhookCommit != "def" || st.LastWebhookTime.Year() != 2026 {
+		t.Fatalf("bad time: %+v", st)
 	}
 }

@@ -39,9 +39,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.mu.Unlock()
 
 	due, wait := r.Opts.Tracker.Due(key)
-	attempts := r.Opts.Tracker.Attempts(key)
-	webhookNew := repo.Status.LastWebhookTime != nil && len(attempts) > 0 &&
-		repo.Status.LastWebhookTime.After(attempts[len(attempts)-1])
+	webhookNew := r.webhookPending(repo)
 	if repo.Spec.DisablePolling && seen && last.PollErr == nil && last.SyncErr == nil {
 		// Without polling the timer only retries failures.
 		due = false

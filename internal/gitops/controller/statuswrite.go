@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// maxStatusAttempts bounds the re-reads after conflicts in one reconcile;
+// past it the error goes back to the work queue, which retries later.
+const maxStatusAttempts = 5
+
+// syncedFields are the status fields the poll and the sync write during a
+// reconcile. They are what this reconcile learned from git; everything else
+// in the status is derived again on each write, so on a conflict only these
+// are carried over to the freshly read GitRepo.
+type syncedFields struct {
+	// Polled: the ref lookup saw a new commit.
+	Polled          bool
+	PollingCommit   string
+	LastPollingTime *metav1.Time
+	// Synced: a commit (or a new spec) was applied.
+	Synced             bool
+	Commit             string
+	ObservedGeneration int64
+	UpdateGeneration   int64
+}
+
+// syncedBy returns what the poll and sync changed between before and after.
+func syncedBy(before, after *fleet.GitRepoStatus) syncedFields {
+	return syncedFields{
+		Polled: before.PollingCommit != after.PollingCommit ||
+			!equality.Semantic.DeepEqual(before.LastPollingTime, after.LastPollingTime),
+		PollingCommit:   after.PollingCommit,
+		LastPollingTime: after.LastPollingTime,
+		Synced: before.Commit != after.Commit ||
+			before.ObservedGeneration != after.ObservedGeneration ||
+			before.UpdateGeneration != after.UpdateGeneration,
+		Commit:             after.Commit,
+		ObservedGeneration: after.ObservedGeneration,
+		UpdateGeneration:   after.UpdateGeneration,
+	}
+}
+
+// apply writes the changed fields into st; unchanged ones keep st's values,
+// which may be newer than the ones this reconcile started from.
+func (f syncedFields) apply(st *fleet.GitRepoStatus) {
+	if f.Polled {
+		st.PollingCommit, st.LastPollingTime = f.PollingCommit, f.LastPollingTime
+	}
+	if f.Synced {
+		st.Commit, st.ObservedGeneration, st.UpdateGeneration = f.Commit, f.ObservedGeneration, f.UpdateGeneration
+	}
+}
+
+// writeStatus derives the status of repo (as read at the start of the
+// reconcile) from what the reconcile did and patches it with an optimistic
+// lock. A conflict means the copy was stale — typically the cache had not yet
+// seen the previous reconcile's write — so the GitRepo is read again from the
+// API server and the status recomputed. Events compare the status actually
+// stored with the one written, so each transition (Recovered, a new failure)
+// is recorded exactly once however stale the cache was.
+func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out syncOutcome, done syncedFields) error {
+	key := client.ObjectKeyFromObject(repo)
+	// Conditions describe the spec this outcome was computed for.
+	generation := repo.Generation
+	bs, err := r.bundleStatus(ctx, repo)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		cur := repo.DeepCopy()
+		done.apply(&cur.Status)
+		setWebhookStatus(&cur.Status, webhookMarkOf(cur))
+		cur.Status.ConsecutiveFailures = r.Opts.Tracker.Failures(key)
+		setBundleStatus(&cur.Status, bs)
+		setConditions(&cur.Status, generation, out, bs)
+		if equality.Semantic.DeepEqual(repo.Status, cur.Status) {
+			return nil
+		}
+		err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(repo, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			r.emitEvents(repo, cur)
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt >= maxStatusAttempts:
+			return err
+		}
+		repo = &fleet.GitRepo{}
+		if err := r.APIReader.Get(ctx, key, repo); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+}
