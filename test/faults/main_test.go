@@ -9,13 +9,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +38,7 @@ import (
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 const (
@@ -66,15 +65,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if upstream, downstream, err = testenv.StartPair("faults"); err != nil {
+	// The manager's API server keeps an audit log of the agents' lists and
+	// watches: the reconnect-storm test reads when each agent came back.
+	policy := filepath.Join(certsDir, "audit-policy.yaml")
+	auditLog = filepath.Join(certsDir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, ns := range []string{fleet.DefaultSystemNamespace, fleet.DefaultSystemRegistrationNamespace} {
-		if err := upstream.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+	if upstream, downstream, err = fleettest.StartSystem(fleettest.SystemOptions{Prefix: "faults", Upstream: testenv.Options{
+		ExtraAPIServerArgs: map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog},
+	}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	if code != 0 {
@@ -366,10 +369,10 @@ func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 		}
 	}
 	// A crash, not a shutdown: SIGKILL the kube-apiserver this test process
-	// started (found by its port), then let envtest reap it. Without the
-	// process, fall back to a graceful stop, which waits for open watches
-	// (envtest kills the server after its stop timeout: just as down).
-	if pid := apiServerPID(c); pid > 0 {
+	// started, then let envtest reap it. Without the process, fall back to
+	// a graceful stop, which waits for open watches (envtest kills the
+	// server after its stop timeout: just as down).
+	if pid := c.APIServerPID(); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") && !strings.Contains(err.Error(), "signal: killed") {
@@ -396,42 +399,4 @@ func bundleOf(g Gomega, ws, name string) *fleet.Bundle {
 	b := &fleet.Bundle{}
 	g.Expect(upstream.Client.Get(context.Background(), client.ObjectKey{Namespace: ws, Name: name}, b)).To(Succeed())
 	return b
-}
-
-// apiServerPID finds the kube-apiserver child of this process serving c.
-func apiServerPID(c *testenv.Cluster) int {
-	u, err := url.Parse(c.Config.Host)
-	if err != nil {
-		return 0
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmd), "\x00")
-		if len(args) == 0 || !strings.HasSuffix(args[0], "kube-apiserver") {
-			continue
-		}
-		for _, a := range args {
-			if a == "--secure-port="+u.Port() {
-				return pid
-			}
-		}
-	}
-	return 0
 }

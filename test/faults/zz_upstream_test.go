@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -18,17 +20,40 @@ import (
 // their own; a change made just before the outage and one made right after
 // it both reach every cluster. Runs last: it restarts the shared upstream.
 func TestUpstreamRestart(t *testing.T) {
-	upstreamRestart(t, "up", false)
+	upstreamRestart(t, "up", func() func() { return apiServerOutage(t, upstream) })
 }
 
-// Fault 3: as fault 2, and etcd's history is compacted while the API server
-// is down, so every watch resumes from a resourceVersion that no longer
-// exists ("too old resource version"): clients must relist and carry on.
-func TestUpstreamRestartAfterCompaction(t *testing.T) {
-	upstreamRestart(t, "compact", true)
+// Fault 2 again, one layer down: the manager's etcd crashes (SIGKILL) and
+// restarts with its data, at the same address; the kube-apiserver stays up.
+// While etcd is away every write fails (the controller's BundleDeployment
+// writes, the agents' status and heartbeat patches): none of them may be
+// lost, each must be retried until it lands.
+func TestEtcdRestart(t *testing.T) {
+	upstreamRestart(t, "etcd", func() func() {
+		if err := upstream.StopEtcd(); err != nil {
+			t.Fatal(err)
+		}
+		started := false
+		start := func() {
+			if started {
+				return
+			}
+			started = true
+			NewWithT(t).Expect(upstream.StartEtcd()).To(Succeed())
+			// Served from etcd, not from the API server's cache.
+			NewWithT(t).Eventually(func() error {
+				return upstream.Client.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, &corev1.Namespace{})
+			}, wait, tick).Should(Succeed())
+		}
+		t.Cleanup(start)
+		return start
+	})
 }
 
-func upstreamRestart(t *testing.T, name string, compact bool) {
+// upstreamRestart makes the fault (which returns the function that ends
+// it) right after a change, and checks that the change and a later one
+// reach every cluster, with one apply per change and agent.
+func upstreamRestart(t *testing.T, name string, fault func() (restore func())) {
 	g := NewWithT(t)
 	const sims = 10
 	ws, agentNS, appNS, app := "faults-"+name, "faults-"+name+"-agent", name+"-app", name+"-app"
@@ -62,24 +87,20 @@ func upstreamRestart(t *testing.T, name string, compact bool) {
 	waitConfigMap(t, downstream, appNS, app, "v1")
 
 	// A change just before the outage.
+	appliedBefore := sim.Stats.Applied.Load()
 	putBundle(t, ws, app, "v2", match, appNS)
 	stopped := time.Now()
-	restart := apiServerOutage(t, upstream)
-	t.Logf("upstream API server stopped in %s", since(stopped))
-	if compact {
-		rev := compactEtcd(t)
-		t.Logf("etcd compacted at revision %d while the API server was down", rev)
-	}
-	appliedBefore := sim.Stats.Applied.Load()
+	restart := fault()
+	t.Logf("fault %s made in %s", name, since(stopped))
 	time.Sleep(5 * time.Second)
-	g.Expect(agentDone).NotTo(Receive(), "the agent must not exit while the manager is unreachable")
+	g.Expect(agentDone).NotTo(Receive(), "the agent must not exit while the manager is unavailable")
 	down := time.Now()
 	restart()
-	t.Logf("upstream API server back in %s", since(down))
+	t.Logf("fault %s ended in %s", name, since(down))
 	back := time.Now()
 	g.Eventually(allAt("v2"), wait, tick).Should(Succeed())
 	waitConfigMap(t, downstream, appNS, app, "v2")
-	t.Logf("RECOVERY upstream-restart(%s): server back -> change made before the outage on all %d clusters in %s", name, sims+1, since(back))
+	t.Logf("RECOVERY upstream-restart(%s): fault ended -> change made before the outage on all %d clusters in %s", name, sims+1, since(back))
 
 	// A change right after: every watch is live again.
 	after := time.Now()
@@ -106,7 +127,7 @@ func compactEtcd(t *testing.T) int64 {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{upstream.Env().ControlPlane.Etcd.URL.String()}, DialTimeout: 10 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{upstream.EtcdURL()}, DialTimeout: 10 * time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = cli.Close() }()
 	resp, err := cli.Get(ctx, "compact-probe")

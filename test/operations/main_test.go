@@ -8,7 +8,6 @@ package operations
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -21,14 +20,12 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 var upstream, downstream *testenv.Cluster
@@ -45,16 +42,9 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	var err error
-	if upstream, downstream, err = testenv.StartPair("ops"); err != nil {
+	if upstream, downstream, err = fleettest.StartSystem(fleettest.SystemOptions{Prefix: "ops"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
-	}
-	// The system namespaces the fleet chart creates.
-	for _, ns := range []string{fleet.DefaultSystemNamespace, fleet.DefaultSystemRegistrationNamespace} {
-		if err := upstream.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
 	}
 	code := m.Run()
 	if code != 0 {
