@@ -2,15 +2,14 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/version"
 )
@@ -37,17 +36,13 @@ func main() {
 	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE)")
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	zopts := zap.Options{}
-	gfs := flag.NewFlagSet("zap", flag.ExitOnError)
-	zopts.BindFlags(gfs)
-	fs.AddGoFlagSet(gfs)
+	logFlags := logging.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println("fleet-controller", version.String())
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
-	log := ctrl.Log.WithName("fleet-controller")
+	log := logFlags.Setup("fleet-controller")
 
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
