@@ -7,7 +7,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,9 +15,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/version"
 )
 
@@ -38,17 +37,13 @@ func main() {
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", 25*time.Second), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", 10*time.Second), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	zopts := zap.Options{}
-	gfs := flag.NewFlagSet("zap", flag.ExitOnError)
-	zopts.BindFlags(gfs)
-	fs.AddGoFlagSet(gfs)
+	logFlags := logging.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println("fleet-agent", version.String())
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
-	log := ctrl.Log.WithName("fleet-agent")
+	log := logFlags.Setup("fleet-agent")
 
 	var err error
 	if *kubeconfig != "" {
