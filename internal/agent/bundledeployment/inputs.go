@@ -58,10 +58,15 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 
 // manifest reads Content/<manifestID> by name: the agent's credential may
 // GET exactly the Contents its BundleDeployments reference, nothing else.
+// The manager grants a Content before it publishes a deployment using it,
+// but the API server's authorizer may lag a moment behind: a 403 or 404 is
+// retried a few times quickly (0.1s, doubling) before the caller's general
+// backoff (seconds) takes over.
 func (r *Reconciler) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
 	id := manifest.ManifestIDOf(deploymentID)
 	c := &fleet.Content{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: id}, c); err != nil {
+	err := retryContent(ctx, func() error { return r.apiReader.Get(ctx, types.NamespacedName{Name: id}, c) })
+	if err != nil {
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
 	m, err := manifest.FromCompressed(c.Content)
@@ -218,4 +223,24 @@ func (r *Reconciler) collect(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// retryContent runs get up to 5 times while it fails with 403 or 404,
+// waiting 0.1s, 0.2s, 0.4s, 0.8s in between.
+func retryContent(ctx context.Context, get func() error) error {
+	d := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := get()
+		if err == nil || attempt == 5 || !(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		d *= 2
+	}
 }

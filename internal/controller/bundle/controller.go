@@ -40,6 +40,11 @@ type Options struct {
 	Coalesce time.Duration
 	// ShardID, when set, limits the reconciler to Bundles labelled with it.
 	ShardID string
+	// ParallelWrites bounds how many of one Bundle's BundleDeployments
+	// (each with its values Secret and Content grant) are written at once
+	// (default 32). A rollout to N clusters then takes about N/ParallelWrites
+	// API round trips instead of N.
+	ParallelWrites int
 }
 
 func (o *Options) defaults() {
@@ -49,7 +54,15 @@ func (o *Options) defaults() {
 	if o.Coalesce <= 0 {
 		o.Coalesce = time.Second
 	}
+	if o.ParallelWrites <= 0 {
+		o.ParallelWrites = DefaultParallelWrites
+	}
 }
+
+// DefaultParallelWrites is the default of Options.ParallelWrites: enough
+// in flight to hide API round trips, few enough not to starve the agents'
+// own requests on a small API server.
+const DefaultParallelWrites = 32
 
 // Reconciler reconciles Bundles.
 type Reconciler struct {
@@ -191,7 +204,7 @@ func (r *Reconciler) enqueueForCluster(ctx context.Context, q queue, versions ..
 			continue
 		}
 		bds := &fleet.BundleDeploymentList{}
-		if err := r.List(ctx, bds, client.InNamespace(v.Status.Namespace)); err == nil {
+		if err := r.List(ctx, bds, client.InNamespace(v.Status.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 			for i := range bds.Items {
 				if k := BundleKeyOf(&bds.Items[i]); k != "" {
 					deployed[k] = true
@@ -316,7 +329,7 @@ func (r *Reconciler) namespaceLabelHandler() handler.EventHandler {
 func (r *Reconciler) contentHandler() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		bds := &fleet.BundleDeploymentList{}
-		if err := r.List(ctx, bds, client.MatchingFields{IndexBDContent: o.GetName()}); err != nil {
+		if err := r.List(ctx, bds, client.MatchingFields{IndexBDContent: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		seen := map[string]bool{}

@@ -132,7 +132,15 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 }
 
 // putDeployment creates or updates bd unless the cache shows it as is.
+// The cluster's agent is granted the Contents bd references first (grant
+// before publish): it reads the Content as soon as it sees the deployment.
 func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.BundleDeployment) error {
+	if cached != nil && maps.Equal(cached.Labels, bd.Labels) && equality.Semantic.DeepEqual(cached.Spec, bd.Spec) {
+		return nil
+	}
+	if err := r.grantContents(ctx, bd.Namespace, ContentsOf(bd)); err != nil {
+		return err
+	}
 	if cached == nil {
 		if err := r.Create(ctx, bd); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -140,9 +148,6 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			}
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
-		return nil
-	}
-	if maps.Equal(cached.Labels, bd.Labels) && equality.Semantic.DeepEqual(cached.Spec, bd.Spec) {
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {

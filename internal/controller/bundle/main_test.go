@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second}); err != nil {
+	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second, GrantGrace: 3 * time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

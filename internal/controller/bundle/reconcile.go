@@ -35,9 +35,6 @@ const resync = 30 * time.Minute
 // moreToCreate requeues soon when maxNew held back creations.
 const moreToCreate = 200 * time.Millisecond
 
-// parallelWrites bounds concurrent BundleDeployment writes per reconcile.
-const parallelWrites = 8
-
 func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d/5)+1))
 }
@@ -104,7 +101,8 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 // Secrets) except those in keep, returning how many the cache still shows.
 func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, keep map[string]bool) (int, error) {
 	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: bundleKey}); err != nil {
+	// Read-only use of the cached objects (Delete does not modify them).
+	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: bundleKey}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -202,7 +200,11 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		srcErrs []string
 		g       errgroup.Group
 	)
-	g.SetLimit(parallelWrites)
+	limit := r.Opts.ParallelWrites
+	if limit <= 0 {
+		limit = DefaultParallelWrites
+	}
+	g.SetLimit(limit)
 	for _, p := range plans {
 		if p.Deployment == nil {
 			continue
@@ -254,15 +256,18 @@ func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifest
 		return in, err
 	}
 	for _, ns := range namespaces {
+		// Targeting only reads Clusters and ClusterGroups: listing them
+		// without copying saves a deep copy of every cluster per pass (a
+		// no-op for readers other than the controller's cache).
 		clusters := &fleet.ClusterList{}
-		if err := r.List(ctx, clusters, client.InNamespace(ns)); err != nil {
+		if err := r.List(ctx, clusters, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return in, err
 		}
 		if len(clusters.Items) == 0 {
 			continue
 		}
 		groups := &fleet.ClusterGroupList{}
-		if err := r.List(ctx, groups, client.InNamespace(ns)); err != nil {
+		if err := r.List(ctx, groups, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return in, err
 		}
 		gs := make([]*fleet.ClusterGroup, len(groups.Items))
@@ -326,9 +331,11 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 }
 
 // existingDeployments maps cluster namespace → the bundle's deployment there.
+// The objects are the cache's own (not copied): callers only read them and
+// deep-copy the one they modify.
 func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (map[string]*fleet.BundleDeployment, error) {
 	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: b.Namespace + "/" + b.Name}); err != nil {
+	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: b.Namespace + "/" + b.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*fleet.BundleDeployment, len(bds.Items))

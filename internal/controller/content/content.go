@@ -8,10 +8,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,7 +35,13 @@ type Options struct {
 	// Coalesce delays reconciles caused by BundleDeployment events
 	// (default 1s).
 	Coalesce time.Duration
-	Workers  int
+	// GrantGrace is how long a cluster's ClusterRole keeps a Content that
+	// no BundleDeployment there references: a grant the bundle reconciler
+	// made ahead of the deployment, or one left over after a rollout or a
+	// removed target. Pruning is lazy so that it never competes with a
+	// rollout's writes; access ends within about GrantGrace (default 30s).
+	GrantGrace time.Duration
+	Workers    int
 }
 
 func (o *Options) defaults() {
@@ -47,6 +51,9 @@ func (o *Options) defaults() {
 	if o.Coalesce <= 0 {
 		o.Coalesce = time.Second
 	}
+	if o.GrantGrace <= 0 {
+		o.GrantGrace = 30 * time.Second
+	}
 	if o.Workers <= 0 {
 		o.Workers = 5
 	}
@@ -54,10 +61,10 @@ func (o *Options) defaults() {
 
 // RoleLabel marks the ClusterRoles this package maintains; its value is the
 // cluster namespace.
-const RoleLabel = "fleet.cattle.io/content-role-for"
+const RoleLabel = bundle.ContentRoleLabel
 
 // RoleName is the ClusterRole of a cluster namespace.
-func RoleName(clusterNamespace string) string { return "fleet-content-" + clusterNamespace }
+func RoleName(clusterNamespace string) string { return bundle.ContentRoleName(clusterNamespace) }
 
 // Setup adds both controllers to mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
@@ -69,7 +76,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts}
+	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts, staleSince: map[string]time.Time{}}
 	return rr.SetupWithManager(mgr)
 }
 
@@ -121,7 +128,7 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingFields{bundle.IndexBDContent: c.Name}); err != nil {
+	if err := r.List(ctx, bds, client.MatchingFields{bundle.IndexBDContent: c.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	refs := 0
@@ -171,130 +178,4 @@ func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, 
 		return client.IgnoreNotFound(err)
 	}
 	return nil
-}
-
-// RoleReconciler maintains fleet-content-<clusterNamespace>; requests carry
-// the cluster namespace as Name.
-type RoleReconciler struct {
-	client.Client
-	Opts Options
-}
-
-// SetupWithManager watches BundleDeployments, Clusters and the roles
-// themselves (to repair edits).
-func (r *RoleReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	byName := func(ns string) reconcile.Request {
-		return reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
-	}
-	bdEnqueue := func(o client.Object, q reconcileQueue) { q.AddAfter(byName(o.GetNamespace()), r.Opts.Coalesce) }
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("content-role").
-		Watches(&fleet.BundleDeployment{}, queue{
-			CreateFunc: func(_ context.Context, e event.CreateEvent, q reconcileQueue) { bdEnqueue(e.Object, q) },
-			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q reconcileQueue) {
-				if !slices.Equal(bundle.ContentsOf(e.ObjectOld.(*fleet.BundleDeployment)), bundle.ContentsOf(e.ObjectNew.(*fleet.BundleDeployment))) {
-					bdEnqueue(e.ObjectNew, q)
-				}
-			},
-			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q reconcileQueue) { bdEnqueue(e.Object, q) },
-		}).
-		Watches(&fleet.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if ns := o.(*fleet.Cluster).Status.Namespace; ns != "" {
-				return []reconcile.Request{byName(ns)}
-			}
-			return nil
-		})).
-		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if ns := o.GetLabels()[RoleLabel]; ns != "" {
-				return []reconcile.Request{byName(ns)}
-			}
-			return nil
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
-		Complete(r)
-}
-
-// DesiredRules is the single rule of a role: get on exactly these Contents;
-// no rule at all when there are none (an empty resourceNames would allow
-// every Content).
-func DesiredRules(contents []string) []rbacv1.PolicyRule {
-	if len(contents) == 0 {
-		return nil
-	}
-	names := slices.Clone(contents)
-	slices.Sort(names)
-	names = slices.Compact(names)
-	return []rbacv1.PolicyRule{{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"contents"}, Verbs: []string{"get"}, ResourceNames: names}}
-}
-
-// Reconcile makes fleet-content-<ns> list exactly the Contents used by the
-// BundleDeployments in ns, and removes it once ns has neither a Cluster nor
-// a BundleDeployment.
-func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
-	ns := rq.Name
-	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.InNamespace(ns)); err != nil {
-		return ctrl.Result{}, err
-	}
-	var contents []string
-	for i := range bds.Items {
-		contents = append(contents, bundle.ContentsOf(&bds.Items[i])...)
-	}
-	clusters := &fleet.ClusterList{}
-	if err := r.List(ctx, clusters, client.MatchingFields{bundle.IndexClusterNamespace: ns}); err != nil {
-		return ctrl.Result{}, err
-	}
-	role := &rbacv1.ClusterRole{}
-	err := r.Get(ctx, types.NamespacedName{Name: RoleName(ns)}, role)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
-	}
-	exists := err == nil
-	if len(clusters.Items) == 0 && len(bds.Items) == 0 {
-		if exists && role.Labels[RoleLabel] == ns {
-			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, err
-			}
-		}
-		return ctrl.Result{}, nil
-	}
-	rules := DesiredRules(contents)
-	if !exists {
-		role = &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: RoleName(ns), Labels: map[string]string{RoleLabel: ns, fleet.ManagedLabel: "true"}},
-			Rules:      rules,
-		}
-		if err := r.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
-		}
-		return ctrl.Result{}, nil
-	}
-	if rulesEqual(role.Rules, rules) && role.Labels[RoleLabel] == ns {
-		return ctrl.Result{}, nil
-	}
-	role = role.DeepCopy()
-	role.Rules = rules
-	if role.Labels == nil {
-		role.Labels = map[string]string{}
-	}
-	role.Labels[RoleLabel] = ns
-	role.Labels[fleet.ManagedLabel] = "true"
-	if err := r.Update(ctx, role); err != nil {
-		return ctrl.Result{}, fmt.Errorf("updating ClusterRole %s: %w", role.Name, err)
-	}
-	return ctrl.Result{}, nil
-}
-
-func rulesEqual(a, b []rbacv1.PolicyRule) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !slices.Equal(a[i].APIGroups, b[i].APIGroups) || !slices.Equal(a[i].Resources, b[i].Resources) ||
-			!slices.Equal(a[i].Verbs, b[i].Verbs) || !slices.Equal(a[i].ResourceNames, b[i].ResourceNames) ||
-			len(a[i].NonResourceURLs) > 0 {
-			return false
-		}
-	}
-	return true
 }

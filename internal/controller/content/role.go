@@ -1,0 +1,261 @@
+package content
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+)
+
+// RoleReconciler maintains fleet-content-<clusterNamespace>; requests carry
+// the cluster namespace as Name.
+//
+// The bundle reconciler grants a Content before it writes the
+// BundleDeployment that references it (see bundle.GrantsAnnotation), so on
+// the happy path this reconciler never has to add anything. It adds a
+// referenced Content at once if it is missing (repair), and removes what is
+// no longer referenced lazily: only after the role has carried such extra
+// grants for GrantGrace. A rollout therefore costs one ClusterRole write per
+// cluster on its critical path (the grant) and one later (the prune of the
+// previous Content), and an idle fleet none.
+type RoleReconciler struct {
+	client.Client
+	Opts Options
+
+	mu sync.Mutex
+	// staleSince records, per cluster namespace, since when its role has
+	// granted more than it needs. In memory only: after a restart the
+	// prune simply waits one more GrantGrace.
+	staleSince map[string]time.Time
+}
+
+// SetupWithManager watches BundleDeployments, Clusters and the roles
+// themselves (to repair edits).
+func (r *RoleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.staleSince == nil {
+		r.staleSince = map[string]time.Time{}
+	}
+	byName := func(ns string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
+	}
+	bdEnqueue := func(o client.Object, q reconcileQueue) { q.AddAfter(byName(o.GetNamespace()), r.Opts.Coalesce) }
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("content-role").
+		Watches(&fleet.BundleDeployment{}, queue{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q reconcileQueue) { bdEnqueue(e.Object, q) },
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q reconcileQueue) {
+				if !slices.Equal(bundle.ContentsOf(e.ObjectOld.(*fleet.BundleDeployment)), bundle.ContentsOf(e.ObjectNew.(*fleet.BundleDeployment))) {
+					bdEnqueue(e.ObjectNew, q)
+				}
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q reconcileQueue) { bdEnqueue(e.Object, q) },
+		}).
+		Watches(&fleet.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ns := o.(*fleet.Cluster).Status.Namespace; ns != "" {
+				return []reconcile.Request{byName(ns)}
+			}
+			return nil
+		})).
+		Watches(&rbacv1.ClusterRole{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ns := o.GetLabels()[RoleLabel]; ns != "" {
+				return []reconcile.Request{byName(ns)}
+			}
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
+		Complete(r)
+}
+
+// DesiredRules is the single rule of a role: get on exactly these Contents;
+// no rule at all when there are none (an empty resourceNames would allow
+// every Content).
+func DesiredRules(contents []string) []rbacv1.PolicyRule { return bundle.ContentRules(contents) }
+
+// rolePlan is what a role should become, from what the namespace's
+// BundleDeployments reference and what the role grants now.
+type rolePlan struct {
+	// Names the role must list: the referenced Contents plus the fresh
+	// grants it still lists.
+	Names []string
+	// Grants to keep in the annotation: fresh and not yet referenced.
+	Grants map[string]time.Time
+	// Missing: a referenced Content is not granted; write at once.
+	Missing bool
+	// Stale: the role grants a Content it no longer needs; prune lazily.
+	Stale bool
+	// Expiry is when the earliest kept grant stops being fresh (zero if
+	// none): then it becomes stale unless a deployment references it.
+	Expiry time.Time
+}
+
+// planRole is the pure decision of the RoleReconciler.
+func planRole(referenced, granted []string, grants map[string]time.Time, now time.Time, grace time.Duration) rolePlan {
+	p := rolePlan{Grants: map[string]time.Time{}}
+	want := map[string]bool{}
+	for _, n := range referenced {
+		want[n] = true
+	}
+	for _, n := range granted {
+		if want[n] {
+			continue
+		}
+		if t, ok := grants[n]; ok && now.Sub(t) < grace {
+			want[n] = true
+			p.Grants[n] = t
+			if exp := t.Add(grace); p.Expiry.IsZero() || exp.Before(p.Expiry) {
+				p.Expiry = exp
+			}
+		}
+	}
+	for _, n := range referenced {
+		if !slices.Contains(granted, n) {
+			p.Missing = true
+		}
+	}
+	for _, n := range granted {
+		if !want[n] {
+			p.Stale = true
+		}
+	}
+	p.Names = slices.Sorted(maps.Keys(want))
+	return p
+}
+
+// Reconcile keeps fleet-content-<ns> granting the Contents used by the
+// BundleDeployments in ns (plus fresh grants made ahead of them), and
+// removes it once ns has neither a Cluster nor a BundleDeployment.
+func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
+	ns := rq.Name
+	bds := &fleet.BundleDeploymentList{}
+	// Read-only: no copy of every deployment of the namespace.
+	if err := r.List(ctx, bds, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, err
+	}
+	var referenced []string
+	for i := range bds.Items {
+		referenced = append(referenced, bundle.ContentsOf(&bds.Items[i])...)
+	}
+	clusters := &fleet.ClusterList{}
+	if err := r.List(ctx, clusters, client.MatchingFields{bundle.IndexClusterNamespace: ns}, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, err
+	}
+	role := &rbacv1.ClusterRole{}
+	err := r.Get(ctx, types.NamespacedName{Name: RoleName(ns)}, role)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	exists := err == nil
+	if len(clusters.Items) == 0 && len(bds.Items) == 0 {
+		r.forget(ns)
+		if exists && role.Labels[RoleLabel] == ns {
+			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	now := time.Now()
+	if !exists {
+		r.forget(ns)
+		role = &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: RoleName(ns), Labels: map[string]string{RoleLabel: ns, fleet.ManagedLabel: "true"}},
+			Rules:      DesiredRules(referenced),
+		}
+		if err := r.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
+		}
+		return ctrl.Result{}, nil
+	}
+	granted := bundle.GrantedContents(role)
+	p := planRole(referenced, granted, bundle.Grants(role), now, r.Opts.GrantGrace)
+	// Anything but our one canonical rule (an edit) is repaired at once.
+	canonical := rulesEqual(role.Rules, DesiredRules(granted)) && role.Labels[RoleLabel] == ns
+	var res ctrl.Result
+	switch {
+	case p.Missing || !canonical:
+		// Write now.
+	case p.Stale:
+		since := r.markStale(ns, now)
+		if wait := r.Opts.GrantGrace - now.Sub(since); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait + spread(r.Opts.GrantGrace)}, nil
+		}
+	default:
+		r.forget(ns)
+		if !p.Expiry.IsZero() {
+			// A grant made ahead of its deployment: look again when it
+			// expires, in case the deployment never came.
+			res.RequeueAfter = p.Expiry.Sub(now) + spread(r.Opts.GrantGrace)
+		}
+		return res, nil
+	}
+	role.Rules = DesiredRules(p.Names)
+	bundle.SetGrants(role, p.Grants)
+	if role.Labels == nil {
+		role.Labels = map[string]string{}
+	}
+	role.Labels[RoleLabel] = ns
+	role.Labels[fleet.ManagedLabel] = "true"
+	// The update carries the cached resourceVersion: a grant written
+	// meanwhile makes it fail with a conflict and retry on fresh data.
+	if err := r.Update(ctx, role); err != nil {
+		return ctrl.Result{}, fmt.Errorf("updating ClusterRole %s: %w", role.Name, err)
+	}
+	r.forget(ns)
+	if !p.Expiry.IsZero() {
+		res.RequeueAfter = p.Expiry.Sub(now) + spread(r.Opts.GrantGrace)
+	}
+	return res, nil
+}
+
+// spread is a small random delay so that the prunes after a rollout to many
+// clusters do not all land in the same second.
+func spread(d time.Duration) time.Duration {
+	return time.Second + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+func (r *RoleReconciler) markStale(ns string, now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.staleSince[ns]; ok {
+		return t
+	}
+	r.staleSince[ns] = now
+	return now
+}
+
+func (r *RoleReconciler) forget(ns string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.staleSince, ns)
+}
+
+func rulesEqual(a, b []rbacv1.PolicyRule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i].APIGroups, b[i].APIGroups) || !slices.Equal(a[i].Resources, b[i].Resources) ||
+			!slices.Equal(a[i].Verbs, b[i].Verbs) || !slices.Equal(a[i].ResourceNames, b[i].ResourceNames) ||
+			len(a[i].NonResourceURLs) > 0 {
+			return false
+		}
+	}
+	return true
+}
