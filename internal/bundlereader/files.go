@@ -97,6 +97,57 @@ func (f *fsys) readFile(p string) ([]byte, error) {
 	return b, nil
 }
 
+// firstVisit resolves dir (refusing links out of the repository) and says
+// whether its real directory is walked for the first time; a link loop, or
+// two links to one directory, is walked once.
+func (f *fsys) firstVisit(dir string, visited map[string]bool) (bool, error) {
+	real, err := f.resolve(dir)
+	if err != nil || visited[real] {
+		return false, err
+	}
+	visited[real] = true
+	return true, nil
+}
+
+// dirEntry is a directory entry with its symbolic link, if any, followed.
+type dirEntry struct {
+	name, path string
+	// isDir: a directory, or a link to one.
+	isDir bool
+	// special: neither a directory, a regular file nor a link (a socket, a
+	// device, a pipe).
+	special bool
+}
+
+// readDir lists dir sorted by name, following links (only inside the
+// repository) to tell directories from files.
+func (f *fsys) readDir(dir string) ([]dirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirEntry, 0, len(entries))
+	for _, e := range entries {
+		d := dirEntry{name: e.Name(), path: filepath.Join(dir, e.Name()), isDir: e.IsDir()}
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := f.resolve(d.path)
+			if err != nil {
+				return nil, err
+			}
+			st, err := os.Stat(target)
+			if err != nil {
+				return nil, err
+			}
+			d.isDir = st.IsDir()
+		case !d.isDir && !e.Type().IsRegular():
+			d.special = true
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 // fleetYAMLPath returns the fleet.yaml of dir, or "" when it has none.
 func fleetYAMLPath(dir string) string {
 	for _, n := range fleetYAMLNames {
@@ -121,47 +172,29 @@ func (f *fsys) discover(base string) ([]string, error) {
 	visited := map[string]bool{}
 	var walk func(dir string, underBundle bool) error
 	walk = func(dir string, underBundle bool) error {
-		real, err := f.resolve(dir)
-		if err != nil {
+		if first, err := f.firstVisit(dir, visited); err != nil || !first {
 			return err
 		}
-		if visited[real] {
-			return nil
-		}
-		visited[real] = true
 		isBundle := fleetYAMLPath(dir) != ""
 		if isBundle {
 			dirs = append(dirs, dir)
 		}
-		entries, err := os.ReadDir(dir)
+		entries, err := f.readDir(dir)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			isDir := e.IsDir()
-			if e.Type()&os.ModeSymlink != 0 {
-				target, err := f.resolve(p)
-				if err != nil {
-					return err
-				}
-				st, err := os.Stat(target)
-				if err != nil {
-					return err
-				}
-				isDir = st.IsDir()
-			}
-			if isDir {
-				if e.Name() == ".git" {
+			if e.isDir {
+				if e.name == ".git" {
 					continue
 				}
-				if err := walk(p, underBundle || (isBundle && dir != base)); err != nil {
+				if err := walk(e.path, underBundle || (isBundle && dir != base)); err != nil {
 					return err
 				}
 				continue
 			}
 			// YAML counts for the base only when no bundle below base owns it.
-			if isYAMLName(e.Name()) && !underBundle && !(isBundle && dir != base) {
+			if isYAMLName(e.name) && !underBundle && !(isBundle && dir != base) {
 				baseHasYAML = true
 			}
 		}
@@ -283,55 +316,37 @@ func (f *fsys) loadDir(dir string) ([]file, error) {
 	visited := map[string]bool{}
 	var walk func(abs, rel string, rules []ignoreRule) error
 	walk = func(abs, rel string, rules []ignoreRule) error {
-		real, err := f.resolve(abs)
-		if err != nil {
+		if first, err := f.firstVisit(abs, visited); err != nil || !first {
 			return err
 		}
-		if visited[real] {
-			return nil
-		}
-		visited[real] = true
 		if data, err := os.ReadFile(filepath.Join(abs, ".fleetignore")); err == nil {
 			rules = append(append([]ignoreRule(nil), rules...), parseIgnore(rel, data)...)
 		}
-		entries, err := os.ReadDir(abs)
+		entries, err := f.readDir(abs)
 		if err != nil {
 			return err
 		}
-		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 		for _, e := range entries {
-			p := filepath.Join(abs, e.Name())
-			r := path.Join(rel, e.Name())
-			isDir := e.IsDir()
-			if e.Type()&os.ModeSymlink != 0 {
-				target, err := f.resolve(p)
-				if err != nil {
-					return err
-				}
-				st, err := os.Stat(target)
-				if err != nil {
-					return err
-				}
-				isDir = st.IsDir()
-			} else if !isDir && !e.Type().IsRegular() {
+			r := path.Join(rel, e.name)
+			if e.special {
 				continue // sockets, devices
 			}
-			if isDir {
-				if e.Name() == ".git" || ignored(rules, r, true) || fleetYAMLPath(p) != "" {
+			if e.isDir {
+				if e.name == ".git" || ignored(rules, r, true) || fleetYAMLPath(e.path) != "" {
 					continue
 				}
-				if err := walk(p, r, rules); err != nil {
+				if err := walk(e.path, r, rules); err != nil {
 					return err
 				}
 				continue
 			}
-			if e.Name() == ".fleetignore" || (rel == "" && (e.Name() == "fleet.yaml" || e.Name() == "fleet.yml")) {
+			if e.name == ".fleetignore" || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) {
 				continue
 			}
 			if ignored(rules, r, false) {
 				continue
 			}
-			data, err := f.readFile(p)
+			data, err := f.readFile(e.path)
 			if err != nil {
 				return err
 			}

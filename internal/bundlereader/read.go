@@ -63,31 +63,22 @@ var DefaultLimits = Limits{
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.MaxFileSize > 0 {
-		d.MaxFileSize = l.MaxFileSize
-	}
-	if l.MaxFiles > 0 {
-		d.MaxFiles = l.MaxFiles
-	}
-	if l.MaxTotalSize > 0 {
-		d.MaxTotalSize = l.MaxTotalSize
-	}
-	if l.MaxBundleSize > 0 {
-		d.MaxBundleSize = l.MaxBundleSize
-	}
-	if l.CompressThreshold > 0 {
-		d.CompressThreshold = l.CompressThreshold
-	}
-	if l.MaxChartSize > 0 {
-		d.MaxChartSize = l.MaxChartSize
-	}
-	if l.MaxChartUncompressed > 0 {
-		d.MaxChartUncompressed = l.MaxChartUncompressed
-	}
-	if l.MaxIndexSize > 0 {
-		d.MaxIndexSize = l.MaxIndexSize
-	}
+	override(&d.MaxFileSize, l.MaxFileSize)
+	override(&d.MaxFiles, l.MaxFiles)
+	override(&d.MaxTotalSize, l.MaxTotalSize)
+	override(&d.MaxBundleSize, l.MaxBundleSize)
+	override(&d.CompressThreshold, l.CompressThreshold)
+	override(&d.MaxChartSize, l.MaxChartSize)
+	override(&d.MaxChartUncompressed, l.MaxChartUncompressed)
+	override(&d.MaxIndexSize, l.MaxIndexSize)
 	return d
+}
+
+// override sets *dst to v when v is set (positive); zero keeps the default.
+func override[T int | int64](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
 }
 
 // Options configure Read.
