@@ -57,6 +57,20 @@ func waitPollError(t testing.TB, ns, name, s string) {
 	})
 }
 
+// waitStalled waits until condition typ is False with a message containing s
+// and Stalled is True: bad input, which retrying will not fix.
+func waitStalled(t testing.TB, ns, name, typ, s string) {
+	t.Helper()
+	fleettest.Eventually(t, timeout, func() error {
+		r := getRepo(t, ns, name)
+		c, st := condition(r, typ), condition(r, fleet.ConditionStalled)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, s) || st == nil || st.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%s %+v stalled %+v", typ, c, st)
+		}
+		return nil
+	})
+}
+
 func TestHTTPSWithPrivateCA(t *testing.T) {
 	ns := newNamespace(t, "https")
 	root := t.TempDir()
@@ -102,14 +116,7 @@ func TestSSHWithKnownHosts(t *testing.T) {
 
 	// A missing Secret is bad input: not accepted, stalled.
 	createRepo(t, ns, "no-secret", fleet.GitRepoSpec{Repo: srv.URLFor(repo), ClientSecretName: "missing"})
-	fleettest.Eventually(t, timeout, func() error {
-		r := getRepo(t, ns, "no-secret")
-		a, s := condition(r, fleet.ConditionAccepted), condition(r, fleet.ConditionStalled)
-		if a == nil || a.Status != metav1.ConditionFalse || !strings.Contains(a.Message, "missing") || s == nil || s.Status != metav1.ConditionTrue {
-			return fmt.Errorf("accepted %+v stalled %+v", a, s)
-		}
-		return nil
-	})
+	waitStalled(t, ns, "no-secret", fleet.ConditionAccepted, "missing")
 	for _, name := range []string{"wrong-host", "no-secret"} {
 		if n := len(bundlesOf(t, ns, name)); n != 0 {
 			t.Fatalf("%s produced %d bundles", name, n)
@@ -175,14 +182,7 @@ func TestBadInput(t *testing.T) {
 	createRepo(t, ns, "no-branch", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Branch: "nope"})
 	createRepo(t, ns, "hung", fleet.GitRepoSpec{Repo: hung.URLFor(repo)})
 
-	fleettest.Eventually(t, timeout, func() error {
-		r := getRepo(t, ns, "no-path")
-		c, s := condition(r, fleet.ConditionReady), condition(r, fleet.ConditionStalled)
-		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "does/not/exist") || s == nil || s.Status != metav1.ConditionTrue {
-			return fmt.Errorf("ready %+v stalled %+v", c, s)
-		}
-		return nil
-	})
+	waitStalled(t, ns, "no-path", fleet.ConditionReady, "does/not/exist")
 	waitPollError(t, ns, "no-branch", "ref not found")
 	waitPollError(t, ns, "hung", "timed out")
 	if s := condition(getRepo(t, ns, "hung"), fleet.ConditionStalled); s == nil || s.Status != metav1.ConditionFalse {
