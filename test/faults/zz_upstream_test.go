@@ -96,11 +96,12 @@ func upstreamRestart(t *testing.T, name string, fault func() (restore func())) {
 	g.Expect(agentDone).NotTo(Receive(), "the agent must not exit while the manager is unavailable")
 	down := time.Now()
 	restart()
-	t.Logf("fault %s ended in %s", name, since(down))
+	t.Logf("fault %s ended (serving again) in %s", name, since(down))
 	back := time.Now()
 	g.Eventually(allAt("v2"), wait, tick).Should(Succeed())
 	waitConfigMap(t, downstream, appNS, app, "v2")
-	t.Logf("RECOVERY upstream-restart(%s): fault ended -> change made before the outage on all %d clusters in %s", name, sims+1, since(back))
+	t.Logf("RECOVERY upstream-restart(%s): fault ended -> change made before the outage on all %d clusters in %s (%s from the start of the restart)",
+		name, sims+1, since(back), since(down))
 
 	// A change right after: every watch is live again.
 	after := time.Now()
