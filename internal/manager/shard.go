@@ -1,12 +1,14 @@
 package manager
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/content"
 )
 
 // ShardSelector selects the objects of shard id: labelled
@@ -36,9 +38,22 @@ func shardCache(id string) cache.Options {
 	by := map[client.Object]cache.ByObject{
 		&fleet.GitRepo{}: {Label: sel},
 		&fleet.Bundle{}:  {Label: sel},
+		// The only ClusterRoles the manager reads are the per-cluster
+		// Content roles; a management cluster may hold thousands of others.
+		&rbacv1.ClusterRole{}: {Label: contentRoles},
 	}
 	if id != "" {
 		by[&fleet.BundleDeployment{}] = cache.ByObject{Label: sel}
 	}
-	return cache.Options{ByObject: by}
+	// No controller reads managedFields, often a third of an object's size
+	// (a Cluster carries the fields of the agent, the registration and the
+	// status controllers). An update of a cached object without them leaves
+	// them unchanged on the server.
+	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
 }
+
+// contentRoles selects the ClusterRoles of the Content controller.
+var contentRoles = func() labels.Selector {
+	req, _ := labels.NewRequirement(content.RoleLabel, selection.Exists, nil)
+	return labels.NewSelector().Add(*req)
+}()

@@ -28,13 +28,37 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	return nil
 }
 
-// applyAll applies objs concurrently (they must not depend on each other)
+// ensure creates obj, or applies it when it exists already (a retry, a
+// re-registration, a namespace deleted by hand). A create costs the API
+// server much less than an apply (no YAML decoding of the patch, no merge),
+// and in a burst of new registrations nearly every write is a create.
+func ensure(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Create(ctx, obj.DeepCopyObject().(client.Object), fieldOwner)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return apply(ctx, c, obj)
+	}
+	return fmt.Errorf("creating %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// ensureAll ensures objs concurrently (they must not depend on each other)
 // and returns the first error. Concurrency is what makes a burst of
 // registrations fast: each write waits for etcd, not for the CPU.
-func applyAll(ctx context.Context, c client.Client, objs []client.Object) error {
+func ensureAll(ctx context.Context, c client.Client, objs []client.Object) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for _, o := range objs {
-		g.Go(func() error { return apply(ctx, c, o) })
+		g.Go(func() error { return ensure(ctx, c, o) })
+	}
+	return g.Wait()
+}
+
+// deleteAll deletes objs concurrently; NotFound is success.
+func deleteAll(ctx context.Context, c client.Client, objs []client.Object) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, o := range objs {
+		g.Go(func() error { return deleteIfExists(ctx, c, o) })
 	}
 	return g.Wait()
 }

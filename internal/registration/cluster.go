@@ -106,7 +106,7 @@ func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.
 		have.Annotations[fleet.ClusterLabel] == want.Annotations[fleet.ClusterLabel] {
 		return nil
 	}
-	return apply(ctx, r.Client, want)
+	return ensure(ctx, r.Client, want)
 }
 
 // clusterNamespace is the namespace object of a Cluster (contract 1), as

@@ -53,9 +53,9 @@ type RegistrationReconciler struct {
 	reconcilerBase
 }
 
-// SetupWithManager registers the controller; a Cluster change (its agent
-// checks in) wakes the registrations of its clientID that still wait for
-// something, so that a heartbeat costs nothing once a registration is done.
+// SetupWithManager registers the controller; a Cluster change (its
+// namespace appears) wakes the registrations of its clientID that are not
+// granted yet, so that a heartbeat costs nothing.
 func (r *RegistrationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-registration").
@@ -78,12 +78,24 @@ func (r *RegistrationReconciler) registrationsOfCluster(ctx context.Context, o c
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if reg := &list.Items[i]; !delivered(reg) {
+		if reg := &list.Items[i]; wakeOnCluster(reg) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(reg)})
 		}
 	}
 	return out
 }
+
+// wakeOnCluster says whether a change of its cluster concerns reg: only
+// before the grant, when reg may wait for the cluster's namespace. The
+// clean-up after the grant is timed (Options.DeliveryCheck), so heartbeats
+// never cost a reconcile.
+func wakeOnCluster(reg *fleet.ClusterRegistration) bool {
+	return !reg.Status.Granted && reg.DeletionTimestamp.IsZero()
+}
+
+// namespaceWaitShown is how long a registration waits for its cluster's
+// namespace before it says so in its status.
+const namespaceWaitShown = 30 * time.Second
 
 // delivered reports whether reg is done: granted, and its hand-over Secret
 // and the read grant of it are gone.
@@ -174,6 +186,17 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The Cluster controller creates the cluster namespace (contract 1);
+	// the Cluster's status change wakes this registration up. A short wait
+	// writes no condition, so that a registration costs one status write;
+	// a long one is shown.
+	if cluster.Status.Namespace == "" {
+		if time.Since(cluster.CreationTimestamp.Time) > namespaceWaitShown {
+			setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ReasonWaitingNamespace, "waiting for the namespace of cluster "+cluster.Name, reg.Generation)
+		}
+		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
+	}
+
 	// One metadata update before any credential object exists: the
 	// finalizer (deleting the registration revokes what it was granted)
 	// and the owner (deleting the Cluster deletes its registrations).
@@ -183,14 +206,10 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	}
 	if changed {
 		if err := r.Client.Update(ctx, reg); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// The cluster namespace is normally created by the Cluster controller;
-	// creating it here too (the same idempotent apply) spares a new
-	// cluster the round trip through that controller before its grant.
-	if cluster.Status.Namespace == "" {
-		if err := apply(ctx, r.Client, clusterNamespace(cluster)); err != nil {
+			if apierrors.IsConflict(err) {
+				// The cache was behind; nothing is granted yet.
+				return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
+			}
 			return ctrl.Result{}, err
 		}
 	}
@@ -202,10 +221,11 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		labelCredentialOf: reg.Name, labelTokenOf: tok.Name, labelTokenNamespace: tok.Namespace,
 	}
 	// The ServiceAccount, its RBAC and the read grant of the hand-over
-	// Secret do not depend on each other. The read grant goes first so that
-	// an agent polling for the Secret sees it as soon as it exists.
+	// Secret do not depend on each other: they are written together, and
+	// before the Secret, so that the agent polling for the Secret can read
+	// it, and use the credential in it, as soon as it exists.
 	role, binding := credsAccess(r.Opts.SystemRegistrationNamespace, secretName, TokenSAName(tok), tok.Namespace, labels)
-	if err := applyAll(ctx, r.Client, append(g.objects(), role, binding)); err != nil {
+	if err := ensureAll(ctx, r.Client, append(g.objects(), role, binding)); err != nil {
 		return ctrl.Result{}, err
 	}
 	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
@@ -224,7 +244,7 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 			"systemNamespace":     []byte(r.Opts.SystemNamespace),
 		},
 	}
-	if err := apply(ctx, r.Client, secret); err != nil {
+	if err := ensure(ctx, r.Client, secret); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.deleteOlder(ctx, reg); err != nil {
@@ -234,7 +254,7 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	reg.Status.ClusterName = cluster.Name
 	setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionTrue, ReasonGranted, "credential issued for cluster "+cluster.Name, reg.Generation)
 	log.Info("granted cluster registration", "cluster", cluster.Name, "clusterNamespace", g.ClusterNamespace)
-	return ctrl.Result{RequeueAfter: jitter(r.Opts.RegistrationSecretTTL)}, nil
+	return ctrl.Result{RequeueAfter: jitter(r.Opts.DeliveryCheck)}, nil
 }
 
 // findOrCreateCluster returns the Cluster of reg's clientID in reg's
@@ -319,9 +339,10 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 	return nil
 }
 
-// afterGrant removes the read grant of the hand-over Secret once the agent
-// has deleted that Secret (it does so after storing its credential), and
-// both when the agent never came for it within RegistrationSecretTTL.
+// afterGrant runs DeliveryCheck after the grant: it removes the read grant
+// of the hand-over Secret when the agent has deleted that Secret (it does so
+// after storing its credential), and both when the agent never came for it
+// within RegistrationSecretTTL.
 func (r *RegistrationReconciler) afterGrant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
 	if delivered(reg) {
 		return ctrl.Result{}, nil
@@ -362,19 +383,13 @@ func (r *RegistrationReconciler) deleteHandover(ctx context.Context, reg *fleet.
 	name := names.RegistrationSecretName(reg.Spec.ClientID, reg.Spec.ClientRandom)
 	ns := r.Opts.SystemRegistrationNamespace
 	role, binding := credsAccess(ns, name, "", "", nil)
-	objs := []client.Object{binding, role}
 	if withSecret {
 		// The Secret first: once it is gone, the grant reads nothing.
 		if err := deleteIfExists(ctx, r.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
 			return err
 		}
 	}
-	for _, o := range objs {
-		if err := deleteIfExists(ctx, r.Client, o); err != nil {
-			return err
-		}
-	}
-	return nil
+	return deleteAll(ctx, r.Client, []client.Object{binding, role})
 }
 
 // revoke deletes the credential of reg: its ServiceAccount (every token of

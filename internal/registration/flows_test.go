@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,6 +146,29 @@ func TestAgentInitiated(t *testing.T) {
 			}
 			if len(list.Items) != 0 {
 				return fmt.Errorf("%d registration secrets left", len(list.Items))
+			}
+			return nil
+		})
+		eventually(t, "read grant of the hand-over secret removed, registration delivered", func() error {
+			var roles rbacv1.RoleList
+			if err := up.Client.List(ctx, &roles, client.InNamespace(fleet.DefaultSystemRegistrationNamespace),
+				client.MatchingLabels{fleet.ClusterLabel: cluster.Name}); err != nil {
+				return err
+			}
+			var bindings rbacv1.RoleBindingList
+			if err := up.Client.List(ctx, &bindings, client.InNamespace(fleet.DefaultSystemRegistrationNamespace),
+				client.MatchingLabels{fleet.ClusterLabel: cluster.Name}); err != nil {
+				return err
+			}
+			if len(roles.Items)+len(bindings.Items) != 0 {
+				return fmt.Errorf("%d roles and %d bindings left", len(roles.Items), len(bindings.Items))
+			}
+			regs := registrationsOf(t, clientID)
+			if len(regs) != 1 {
+				return fmt.Errorf("%d registrations", len(regs))
+			}
+			if c := meta.FindStatusCondition(regs[0].Status.Conditions, registration.ConditionGranted); c == nil || c.Reason != registration.ReasonDelivered {
+				return fmt.Errorf("condition %+v, want reason Delivered", c)
 			}
 			return nil
 		})

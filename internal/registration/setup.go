@@ -56,6 +56,13 @@ type Options struct {
 	// RegistrationSecretTTL is how long a c-* secret may live when the agent
 	// never confirms (default 40 minutes, as Fleet).
 	RegistrationSecretTTL time.Duration
+	// DeliveryCheck is how long after a grant the manager looks whether
+	// the agent took its credential, and then removes the hand-over
+	// Secret's read grant (default 1m, jittered). Checking on a timer
+	// rather than on the agent's first heartbeat keeps this clean-up out
+	// of a registration burst and makes heartbeats cost the manager
+	// nothing.
+	DeliveryCheck time.Duration
 	// AgentImage is the image of the fleet-agent Deployment applied on import.
 	AgentImage string
 	// Workers is the number of concurrent reconciles per controller.
@@ -84,6 +91,9 @@ func (o *Options) Defaults() {
 	}
 	if o.RegistrationSecretTTL == 0 {
 		o.RegistrationSecretTTL = 40 * time.Minute
+	}
+	if o.DeliveryCheck == 0 {
+		o.DeliveryCheck = time.Minute
 	}
 	if o.AgentImage == "" {
 		o.AgentImage = DefaultAgentImage

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -35,7 +38,15 @@ type Options struct {
 	// Coalesce delays reconciles caused by BundleDeployment and Cluster
 	// status churn so that a burst gives one write (default 1s).
 	Coalesce time.Duration
-	Workers  int
+	// Settle is how long the passing states of a cluster go unwritten: a
+	// cluster registered moments ago whose agent has not checked in yet,
+	// and BundleDeployments its online agent has not applied yet, which
+	// every cluster passes through in every rollout (default 10s; 3 ×
+	// Settle for a new cluster). A rollout then costs one Cluster status
+	// write, or none, instead of two; a state that lasts longer is written
+	// as before.
+	Settle  time.Duration
+	Workers int
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -46,6 +57,9 @@ func (o *Options) defaults() {
 	}
 	if o.Coalesce <= 0 {
 		o.Coalesce = time.Second
+	}
+	if o.Settle <= 0 {
+		o.Settle = 10 * time.Second
 	}
 	if o.Workers <= 0 {
 		o.Workers = 10
@@ -69,7 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := bundle.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	cr := &ClusterReconciler{Client: mgr.GetClient(), Opts: opts}
+	cr := &ClusterReconciler{Client: mgr.GetClient(), Opts: opts, waiting: map[types.NamespacedName]time.Time{}}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -81,6 +95,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 type ClusterReconciler struct {
 	client.Client
 	Opts Options
+
+	mu sync.Mutex
+	// waiting records since when a cluster has had BundleDeployments its
+	// online agent has not applied (see Options.Settle).
+	waiting map[types.NamespacedName]time.Time
 }
 
 // SetupWithManager watches Clusters and, coalesced, the BundleDeployments of
@@ -88,7 +107,7 @@ type ClusterReconciler struct {
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	bdEnqueue := func(ctx context.Context, o client.Object, q reconcileQueue) {
 		clusters := &fleet.ClusterList{}
-		if err := r.List(ctx, clusters, client.MatchingFields{bundle.IndexClusterNamespace: o.GetNamespace()}); err != nil {
+		if err := r.List(ctx, clusters, client.MatchingFields{bundle.IndexClusterNamespace: o.GetNamespace()}, client.UnsafeDisableDeepCopy); err != nil {
 			return
 		}
 		for _, c := range clusters.Items {
@@ -97,7 +116,11 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clusterstatus").
-		For(&fleet.Cluster{}).
+		// A heartbeat that leaves the cluster online changes nothing
+		// owned here: an idle fleet costs no reconciles.
+		For(&fleet.Cluster{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !HeartbeatOnly(e.ObjectOld.(*fleet.Cluster), e.ObjectNew.(*fleet.Cluster), r.Opts.Now(), r.Opts.OfflineThreshold)
+		}})).
 		Watches(&fleet.BundleDeployment{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q reconcileQueue) { bdEnqueue(ctx, e.Object, q) },
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q reconcileQueue) { bdEnqueue(ctx, e.ObjectNew, q) },
@@ -114,23 +137,32 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
 	c := &fleet.Cluster{}
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
+		r.setWaiting(rq.NamespacedName, false)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil || c.Status.Namespace == "" {
+		r.setWaiting(rq.NamespacedName, false)
 		return ctrl.Result{}, nil
 	}
 	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.InNamespace(c.Status.Namespace)); err != nil {
+	// Read-only: the cached objects are not copied (markDeployments copies
+	// the few it changes).
+	if err := r.List(ctx, bds, client.InNamespace(c.Status.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	live := LivenessOf(c, r.Opts.Now(), r.Opts.OfflineThreshold)
+	now := r.Opts.Now()
+	live := LivenessOf(c, now, r.Opts.OfflineThreshold)
 	if err := r.markDeployments(ctx, bds.Items, live); err != nil {
 		return ctrl.Result{}, err
 	}
 	owned := ComputeClusterStatus(c, bds.Items, live)
+	waitingSince := r.setWaiting(rq.NamespacedName, WaitsForAgent(owned, live))
 	updated := c.DeepCopy()
 	owned.Apply(&updated.Status)
 	if !equality.Semantic.DeepEqual(c.Status, updated.Status) {
+		if until := HoldUntil(c, owned, live, waitingSince, r.Opts.Settle); now.Before(until) {
+			return ctrl.Result{RequeueAfter: until.Sub(now) + 100*time.Millisecond}, nil
+		}
 		if err := r.Status().Patch(ctx, updated, client.MergeFromWithOptions(c, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
 				return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
@@ -143,6 +175,23 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	}
 	// Wake up just after the cluster would turn offline.
 	return ctrl.Result{RequeueAfter: min(live.NextCheck+time.Second, jitter(resync))}, nil
+}
+
+// setWaiting records whether the cluster waits for its agent and returns
+// since when (zero when it does not).
+func (r *ClusterReconciler) setWaiting(key types.NamespacedName, waiting bool) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !waiting {
+		delete(r.waiting, key)
+		return time.Time{}
+	}
+	since, ok := r.waiting[key]
+	if !ok {
+		since = r.Opts.Now()
+		r.waiting[key] = since
+	}
+	return since
 }
 
 // markDeployments sets (offline) or removes (online) the Offline condition
@@ -186,7 +235,7 @@ type GroupReconciler struct {
 func (r *GroupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	enqueue := func(ctx context.Context, o client.Object, q reconcileQueue) {
 		groups := &fleet.ClusterGroupList{}
-		if err := r.List(ctx, groups, client.InNamespace(o.GetNamespace())); err != nil {
+		if err := r.List(ctx, groups, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 			return
 		}
 		for _, g := range groups.Items {
@@ -221,7 +270,7 @@ func (r *GroupReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	clusters := &fleet.ClusterList{}
-	if err := r.List(ctx, clusters, client.InNamespace(g.Namespace)); err != nil {
+	if err := r.List(ctx, clusters, client.InNamespace(g.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	st := ComputeGroupStatus(g, clusters.Items)
