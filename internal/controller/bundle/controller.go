@@ -9,6 +9,7 @@ import (
 	"context"
 	"maps"
 	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,11 @@ type Reconciler struct {
 	// APIReader reads what is deliberately not cached (values Secrets).
 	APIReader client.Reader
 	Opts      Options
+
+	// written maps a BundleDeployment's key to the generation of this
+	// reconciler's last write of it, until the cache shows that generation
+	// (see cacheBehind).
+	written sync.Map
 }
 
 // Setup registers the indexes and the Bundle reconciler with mgr.

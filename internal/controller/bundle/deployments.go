@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -78,6 +79,9 @@ func ValuesHash(data []byte) string {
 // writeDeployment creates or updates one BundleDeployment (and first its
 // values Secret) when it differs from what the cache shows.
 func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manifestID string, p *target.Plan, cached *fleet.BundleDeployment) error {
+	if r.cacheBehind(cached) {
+		return nil
+	}
 	bd := p.Deployment
 	bd.Labels = DeploymentLabels(b, p.Target.Cluster, manifestID)
 	bd.Spec.DependsOn = b.Spec.DependsOn
@@ -131,6 +135,38 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 	return srcErr
 }
 
+// cacheBehind reports whether the cache has not yet seen this reconciler's
+// last write of the deployment. A pass that runs while the informer lags
+// (a busy API server, a large rollout) would otherwise write again from the
+// stale copy, only to get a conflict; the update event of the write it
+// missed requeues the bundle anyway.
+func (r *Reconciler) cacheBehind(cached *fleet.BundleDeployment) bool {
+	if cached == nil {
+		return false
+	}
+	key := client.ObjectKeyFromObject(cached)
+	v, ok := r.written.Load(key)
+	if !ok {
+		return false
+	}
+	// The same object (not one re-created meanwhile) at an older generation.
+	if w := v.(writtenAt); w.UID == cached.UID && cached.Generation < w.Generation {
+		return true
+	}
+	r.written.Delete(key)
+	return false
+}
+
+// writtenAt identifies the version of a deployment this reconciler wrote.
+type writtenAt struct {
+	UID        types.UID
+	Generation int64
+}
+
+func (r *Reconciler) recordWrite(bd *fleet.BundleDeployment) {
+	r.written.Store(client.ObjectKeyFromObject(bd), writtenAt{UID: bd.UID, Generation: bd.Generation})
+}
+
 // putDeployment creates or updates bd unless the cache shows it as is.
 // The cluster's agent is granted the Contents bd references first (grant
 // before publish): it reads the Content as soon as it sees the deployment.
@@ -148,6 +184,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			}
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
+		r.recordWrite(bd)
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {
@@ -156,6 +193,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		}
 		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 	}
+	r.recordWrite(bd)
 	return nil
 }
 
