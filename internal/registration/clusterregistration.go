@@ -54,8 +54,9 @@ type RegistrationReconciler struct {
 }
 
 // SetupWithManager registers the controller; a Cluster change (its
-// namespace appears) wakes the registrations of its clientID that are not
-// granted yet, so that a heartbeat costs nothing.
+// namespace appears, its agent checks in for the first time) wakes the
+// registrations of its clientID that wait for it, so that later heartbeats
+// cost nothing.
 func (r *RegistrationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cluster-registration").
@@ -78,19 +79,28 @@ func (r *RegistrationReconciler) registrationsOfCluster(ctx context.Context, o c
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if reg := &list.Items[i]; wakeOnCluster(reg) {
+		if reg := &list.Items[i]; wakeOnCluster(reg, c) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(reg)})
 		}
 	}
 	return out
 }
 
-// wakeOnCluster says whether a change of its cluster concerns reg: only
-// before the grant, when reg may wait for the cluster's namespace. The
-// clean-up after the grant is timed (Options.DeliveryCheck), so heartbeats
-// never cost a reconcile.
-func wakeOnCluster(reg *fleet.ClusterRegistration) bool {
-	return !reg.Status.Granted && reg.DeletionTimestamp.IsZero()
+// wakeOnCluster says whether a change of cluster c concerns reg: before
+// the grant, reg may wait for c's namespace; after it, the first check-in
+// after the grant means the agent stored its credential and gave the
+// hand-over Secret back, so the clean-up can run. Once that is done,
+// heartbeats cost no reconcile.
+func wakeOnCluster(reg *fleet.ClusterRegistration, c *fleet.Cluster) bool {
+	if !reg.DeletionTimestamp.IsZero() || delivered(reg) {
+		return false
+	}
+	if !reg.Status.Granted {
+		return true
+	}
+	cond := meta.FindStatusCondition(reg.Status.Conditions, ConditionGranted)
+	seen := c.Status.Agent.LastSeen
+	return !seen.IsZero() && (cond == nil || !seen.Before(&cond.LastTransitionTime))
 }
 
 // namespaceWaitShown is how long a registration waits for its cluster's
@@ -339,10 +349,11 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 	return nil
 }
 
-// afterGrant runs DeliveryCheck after the grant: it removes the read grant
-// of the hand-over Secret when the agent has deleted that Secret (it does so
-// after storing its credential), and both when the agent never came for it
-// within RegistrationSecretTTL.
+// afterGrant runs at the agent's first check-in after the grant (or
+// DeliveryCheck after it): it removes the read grant of the hand-over
+// Secret when the agent has deleted that Secret (it does so after storing
+// its credential), and both when the agent never came for it within
+// RegistrationSecretTTL.
 func (r *RegistrationReconciler) afterGrant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
 	if delivered(reg) {
 		return ctrl.Result{}, nil

@@ -95,7 +95,6 @@ func run(m *testing.M) int {
 			APIServerCA:        up.Config.CAData,
 			BootstrapNamespace: fleet.BootstrapNamespace,
 			Workers:            4,
-			DeliveryCheck:      2 * time.Second,
 		})
 	}
 	if err != nil {

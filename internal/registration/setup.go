@@ -57,11 +57,10 @@ type Options struct {
 	// never confirms (default 40 minutes, as Fleet).
 	RegistrationSecretTTL time.Duration
 	// DeliveryCheck is how long after a grant the manager looks whether
-	// the agent took its credential, and then removes the hand-over
-	// Secret's read grant (default 1m, jittered). Checking on a timer
-	// rather than on the agent's first heartbeat keeps this clean-up out
-	// of a registration burst and makes heartbeats cost the manager
-	// nothing.
+	// the agent took its credential when it has not seen the agent check
+	// in by then (default 2m, jittered); then it removes the hand-over
+	// Secret's read grant. Normally the agent's first check-in triggers
+	// this clean-up.
 	DeliveryCheck time.Duration
 	// AgentImage is the image of the fleet-agent Deployment applied on import.
 	AgentImage string
@@ -93,7 +92,7 @@ func (o *Options) Defaults() {
 		o.RegistrationSecretTTL = 40 * time.Minute
 	}
 	if o.DeliveryCheck == 0 {
-		o.DeliveryCheck = time.Minute
+		o.DeliveryCheck = 2 * time.Minute
 	}
 	if o.AgentImage == "" {
 		o.AgentImage = DefaultAgentImage
