@@ -8,10 +8,13 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,6 +39,7 @@ func main() {
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", 30*time.Second), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", 25*time.Second), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", 10*time.Second), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
+	pprofAddr := fs.String("pprof-bind-address", os.Getenv("FLEET_AGENT_PPROF_BIND_ADDRESS"), "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); empty disables (env FLEET_AGENT_PPROF_BIND_ADDRESS)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
@@ -55,6 +59,9 @@ func main() {
 		log.Error(err, "loading the downstream cluster config")
 		os.Exit(1)
 	}
+	if *pprofAddr != "" {
+		go servePprof(*pprofAddr, log)
+	}
 	log.Info("starting", "version", version.String(), "namespace", opts.Namespace, "checkinInterval", opts.CheckinInterval.String())
 	if sims.count > 0 {
 		if err := runSimulators(ctrl.SetupSignalHandler(), opts.Downstream, opts.Namespace, sims); err != nil {
@@ -70,6 +77,21 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("stopped")
+}
+
+// servePprof serves the Go profiles (heap, CPU, goroutines) for footprint
+// investigations; it is off unless asked for, and meant for localhost.
+func servePprof(addr string, log logr.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error(err, "pprof server stopped", "address", addr)
+	}
 }
 
 func envOr(k, def string) string {

@@ -211,8 +211,14 @@ func runRegistered(ctx context.Context, opts Options, down client.Client, cred *
 	refused := func(err error) { cancel(fmt.Errorf("%w: %v", errCredentialRefused, err)) }
 
 	mgr, err := ctrl.NewManager(cred.RESTConfig(), ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cred.DeploymentNamespace: {}}},
+		Scheme: scheme.Scheme,
+		// Only the cluster namespace is cached, and without managedFields
+		// (nothing in the agent reads them; they are a quarter of a
+		// BundleDeployment's bytes).
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{cred.DeploymentNamespace: {}},
+			DefaultTransform:  cache.TransformStripManagedFields(),
+		},
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,

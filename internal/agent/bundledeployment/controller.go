@@ -118,7 +118,10 @@ func Setup(ctx context.Context, o Options) error {
 		applied:   map[types.NamespacedName]*appliedState{},
 		failures:  map[types.NamespacedName]*failure{},
 	}
-	r.watcher, err = drift.NewWatcher(ctx, o.Downstream, deployer.SetHashLabel, r.driftEvent)
+	r.watcher, err = drift.NewWatcher(ctx, drift.WatcherOptions{
+		Config: o.Downstream, Label: deployer.SetHashLabel, Notify: r.driftEvent,
+		Mapper: dep.Discovery().RESTMapper(),
+	})
 	if err != nil {
 		return err
 	}

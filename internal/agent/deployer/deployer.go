@@ -49,18 +49,46 @@ type Deployer struct {
 	config         *rest.Config
 	agentNamespace string
 	clientset      kubernetes.Interface
+	discovery      *Discovery
+}
+
+// Options configure a Deployer.
+type Options struct {
+	// Config is an admin config for the downstream cluster (the agent's own
+	// identity there).
+	Config *rest.Config
+	// AgentNamespace is the agent's namespace downstream.
+	AgentNamespace string
+	// Discovery is the discovery cache to use; nil builds one for this
+	// Deployer. Deployers of the same cluster (simulated agents) share one.
+	Discovery *Discovery
 }
 
 // New returns a Deployer for the downstream cluster of config (an admin
-// config: the agent's own identity there).
+// config: the agent's own identity there), with its own discovery cache.
 func New(config *rest.Config, agentNamespace string) (*Deployer, error) {
+	return NewWithOptions(Options{Config: config, AgentNamespace: agentNamespace})
+}
+
+// NewWithOptions returns a Deployer for o.Config.
+func NewWithOptions(o Options) (*Deployer, error) {
 	kube.ManagedFieldsManager = FieldManager
-	cs, err := kubernetes.NewForConfig(config)
+	cs, err := kubernetes.NewForConfig(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	return &Deployer{config: rest.CopyConfig(config), agentNamespace: agentNamespace, clientset: cs}, nil
+	disc := o.Discovery
+	if disc == nil {
+		if disc, err = NewDiscovery(o.Config); err != nil {
+			return nil, err
+		}
+	}
+	return &Deployer{config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, clientset: cs, discovery: disc}, nil
 }
+
+// Discovery is the Deployer's discovery cache, for other parts of the agent
+// that map kinds of the same cluster (the drift watch).
+func (d *Deployer) Discovery() *Discovery { return d.discovery }
 
 // Input is one deployment of a BundleDeployment.
 type Input struct {
@@ -139,13 +167,14 @@ func (d *Deployer) serviceAccount(ctx context.Context, name string) string {
 }
 
 func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
-	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace)
+	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace, d.discovery)
 	ac := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
 	if err := ac.Init(getter, namespace, "secret"); err != nil {
 		return nil, nil, err
 	}
 	if kc, ok := ac.KubeClient.(*kube.Client); ok {
 		kc.Namespace = namespace
+		kc.Factory = serverValidatedFactory{Factory: kc.Factory}
 	}
 	return ac, getter, nil
 }

@@ -2,74 +2,157 @@ package deployer
 
 import (
 	"sync"
+	"time"
 
+	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/kubectl/pkg/validation"
 )
 
+// Discovery is one memory-cached discovery client and REST mapper for a
+// downstream cluster, shared by every deployment of a Deployer (and by every
+// Deployer built with it, e.g. all simulated agents of a process).
+//
+// Helm's own client-getter would run a full discovery of the API server on
+// every install or upgrade; on a busy agent (or N simulated agents) that is
+// most of the CPU and garbage of a deploy. The cache lives as long as the
+// process and costs one copy of the cluster's API surface. It is refreshed
+// when a kind is not found (a CRD created since, by the bundle or by someone
+// else), at most once per missRefreshInterval, and at once after a bundle's
+// own CRDs were established.
+type Discovery struct {
+	disc   discovery.CachedDiscoveryInterface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+
+	mu          sync.Mutex
+	lastRefresh time.Time
+}
+
+// missRefreshInterval bounds how often a lookup of an unknown kind refreshes
+// discovery: a bundle naming a kind that does not exist must not make every
+// deploy re-read the API surface.
+const missRefreshInterval = time.Second
+
+// NewDiscovery builds a lazy discovery cache for the cluster of cfg; nothing
+// is requested until the first lookup.
+func NewDiscovery(cfg *rest.Config) (*Discovery, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	disc := memory.NewMemCacheClient(dc)
+	return &Discovery{disc: disc, mapper: restmapper.NewDeferredDiscoveryRESTMapper(disc)}, nil
+}
+
+// Client is the cached discovery client.
+func (d *Discovery) Client() discovery.CachedDiscoveryInterface { return d.disc }
+
+// RESTMapper maps kinds to resources from the cache, refreshing it on a
+// miss (rate limited).
+func (d *Discovery) RESTMapper() meta.RESTMapper { return &refreshingMapper{d: d} }
+
+// Invalidate forgets the cached API surface (after new CRDs were
+// established); the next lookup discovers again.
+func (d *Discovery) Invalidate() {
+	d.mu.Lock()
+	d.lastRefresh = time.Now()
+	d.mu.Unlock()
+	d.disc.Invalidate()
+	d.mapper.Reset()
+}
+
+// refreshOnMiss invalidates the cache unless that was done very recently
+// (then the refreshed cache, or the refresh in progress, already answers the
+// retry).
+func (d *Discovery) refreshOnMiss() {
+	d.mu.Lock()
+	if time.Since(d.lastRefresh) < missRefreshInterval {
+		d.mu.Unlock()
+		return
+	}
+	d.lastRefresh = time.Now()
+	d.mu.Unlock()
+	d.disc.Invalidate()
+	d.mapper.Reset()
+}
+
+// refreshingMapper is the shared mapper with one retry after a refresh
+// when a kind or resource is unknown.
+type refreshingMapper struct{ d *Discovery }
+
+func retryOnMiss[T any](d *Discovery, f func() (T, error)) (T, error) {
+	v, err := f()
+	if err != nil && meta.IsNoMatchError(err) {
+		d.refreshOnMiss()
+		return f()
+	}
+	return v, err
+}
+
+func (m *refreshingMapper) KindFor(r schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	return retryOnMiss(m.d, func() (schema.GroupVersionKind, error) { return m.d.mapper.KindFor(r) })
+}
+
+func (m *refreshingMapper) KindsFor(r schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return retryOnMiss(m.d, func() ([]schema.GroupVersionKind, error) { return m.d.mapper.KindsFor(r) })
+}
+
+func (m *refreshingMapper) ResourceFor(r schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return retryOnMiss(m.d, func() (schema.GroupVersionResource, error) { return m.d.mapper.ResourceFor(r) })
+}
+
+func (m *refreshingMapper) ResourcesFor(r schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return retryOnMiss(m.d, func() ([]schema.GroupVersionResource, error) { return m.d.mapper.ResourcesFor(r) })
+}
+
+func (m *refreshingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	return retryOnMiss(m.d, func() (*meta.RESTMapping, error) { return m.d.mapper.RESTMapping(gk, versions...) })
+}
+
+func (m *refreshingMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	return retryOnMiss(m.d, func() ([]*meta.RESTMapping, error) { return m.d.mapper.RESTMappings(gk, versions...) })
+}
+
+func (m *refreshingMapper) ResourceSingularizer(resource string) (string, error) {
+	return m.d.mapper.ResourceSingularizer(resource)
+}
+
 // restGetter gives Helm a client for one deployment: the downstream config
-// (impersonating the bundle's service account when set) and a discovery
-// cache that reset() refreshes after CRDs of the bundle were created, so the
-// kinds they define resolve in the same pass.
+// (impersonating the bundle's service account when set) and the shared
+// discovery cache. Discovery is readable by every authenticated identity
+// and describes the same API surface, so sharing it across identities
+// changes nothing but its cost.
 type restGetter struct {
 	cfg       *rest.Config
 	namespace string
-
-	once   sync.Once
-	err    error
-	disc   discovery.CachedDiscoveryInterface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	disc      *Discovery
 }
 
-func newRESTGetter(cfg *rest.Config, namespace string) *restGetter {
-	return &restGetter{cfg: rest.CopyConfig(cfg), namespace: namespace}
-}
-
-func (g *restGetter) init() error {
-	g.once.Do(func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(g.cfg)
-		if err != nil {
-			g.err = err
-			return
-		}
-		g.disc = memory.NewMemCacheClient(dc)
-		g.mapper = restmapper.NewDeferredDiscoveryRESTMapper(g.disc)
-	})
-	return g.err
+func newRESTGetter(cfg *rest.Config, namespace string, disc *Discovery) *restGetter {
+	return &restGetter{cfg: rest.CopyConfig(cfg), namespace: namespace, disc: disc}
 }
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
 
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	if err := g.init(); err != nil {
-		return nil, err
-	}
-	return g.disc, nil
+	return g.disc.Client(), nil
 }
 
-func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
-	if err := g.init(); err != nil {
-		return nil, err
-	}
-	return g.mapper, nil
-}
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.disc.RESTMapper(), nil }
 
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return &nsClientConfig{getter: g}
 }
 
 // reset forgets cached discovery, after new CRDs were established.
-func (g *restGetter) reset() {
-	if g.init() == nil {
-		g.disc.Invalidate()
-		g.mapper.Reset()
-	}
-}
+func (g *restGetter) reset() { g.disc.Invalidate() }
 
 // nsClientConfig is the minimal clientcmd.ClientConfig Helm's factory needs:
 // the rest config and the release namespace.
@@ -84,3 +167,17 @@ func (c *nsClientConfig) ClientConfig() (*rest.Config, error) { return c.getter.
 func (c *nsClientConfig) Namespace() (string, bool, error) { return c.getter.namespace, true, nil }
 
 func (c *nsClientConfig) ConfigAccess() clientcmd.ConfigAccess { return nil }
+
+// serverValidatedFactory is Helm's factory without client-side OpenAPI
+// validation. Helm sends fieldValidation=Strict with every create, apply and
+// replace, so the API server rejects unknown or duplicate fields itself; and
+// on any server that supports that parameter (every supported Kubernetes
+// version) the client-side pass validates nothing: it only downloads and
+// parses the OpenAPI v3 document of each GroupVersion of the release to
+// learn that the server will validate. That download and parse was most of
+// the CPU and garbage of an install or upgrade.
+type serverValidatedFactory struct{ kube.Factory }
+
+func (serverValidatedFactory) Validator(string) (validation.Schema, error) {
+	return validation.NullSchema{}, nil
+}

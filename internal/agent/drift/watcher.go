@@ -28,7 +28,7 @@ import (
 // uses any more are stopped.
 type Watcher struct {
 	dyn      dynamic.Interface
-	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	mapper   meta.RESTMapper
 	selector string
 	notify   func(types.NamespacedName)
 
@@ -51,22 +51,40 @@ type objKey struct {
 	name      string
 }
 
-// NewWatcher watches objects in the cluster of cfg that carry label; notify
-// is called with the BundleDeployment owning a changed object.
-func NewWatcher(ctx context.Context, cfg *rest.Config, label string, notify func(types.NamespacedName)) (*Watcher, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+// WatcherOptions configure a Watcher.
+type WatcherOptions struct {
+	// Config is the downstream cluster.
+	Config *rest.Config
+	// Label selects the objects to follow (only objects carrying it are
+	// cached).
+	Label string
+	// Notify is called with the BundleDeployment owning a changed object.
+	Notify func(types.NamespacedName)
+	// Mapper maps kinds to resources; nil builds a discovery-backed one.
+	// The agent passes the deployer's shared one (refreshed on a miss), so
+	// the process keeps one copy of the cluster's API surface.
+	Mapper meta.RESTMapper
+}
+
+// NewWatcher watches objects of o.Config that carry o.Label.
+func NewWatcher(ctx context.Context, o WatcherOptions) (*Watcher, error) {
+	dyn, err := dynamic.NewForConfig(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
+	mapper := o.Mapper
+	if mapper == nil {
+		dc, err := discovery.NewDiscoveryClientForConfig(o.Config)
+		if err != nil {
+			return nil, err
+		}
+		mapper = &resettingMapper{DeferredDiscoveryRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
 	}
 	return &Watcher{
 		dyn:       dyn,
-		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
-		selector:  label,
-		notify:    notify,
+		mapper:    mapper,
+		selector:  o.Label,
+		notify:    o.Notify,
 		ctx:       ctx,
 		informers: map[schema.GroupVersionResource]*watched{},
 		owners:    map[objKey]map[types.NamespacedName]bool{},
@@ -74,14 +92,23 @@ func NewWatcher(ctx context.Context, cfg *rest.Config, label string, notify func
 	}, nil
 }
 
-func (w *Watcher) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+// resettingMapper refreshes its discovery when a kind is unknown (a CRD of
+// the bundle may have just been created).
+type resettingMapper struct {
+	*restmapper.DeferredDiscoveryRESTMapper
+}
+
+func (m *resettingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	r, err := m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
 	if meta.IsNoMatchError(err) {
-		// A CRD of the bundle may have just been created.
-		w.mapper.Reset()
-		m, err = w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m.Reset()
+		r, err = m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
 	}
-	return m, err
+	return r, err
+}
+
+func (w *Watcher) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	return w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 }
 
 func (w *Watcher) keyOf(o *unstructured.Unstructured) (objKey, error) {
@@ -190,6 +217,9 @@ func (w *Watcher) startLocked(gvr schema.GroupVersionResource) *watched {
 		}
 		w.changed(objKey{gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
 	}
+	// Drift compares only the fields the chart sets; managedFields are
+	// never read, so they are not kept in memory.
+	_ = inf.SetTransform(stripManagedFields)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    handler,
 		UpdateFunc: func(_, n any) { handler(n) },
@@ -199,6 +229,13 @@ func (w *Watcher) startLocked(gvr schema.GroupVersionResource) *watched {
 	e := &watched{informer: inf, cancel: cancel}
 	w.informers[gvr] = e
 	return e
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func (w *Watcher) changed(k objKey) {

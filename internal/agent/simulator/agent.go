@@ -104,7 +104,9 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 	ctx = withToken(ctx, a.cred.Token)
 	if a.s.opts.Mode == RealApply {
 		var err error
-		if a.dep, err = deployer.New(a.s.opts.Downstream, a.ns); err != nil {
+		a.dep, err = deployer.NewWithOptions(deployer.Options{
+			Config: a.s.opts.Downstream, AgentNamespace: a.ns, Discovery: a.s.discovery})
+		if err != nil {
 			l.Error(err, "building the deployer")
 			return
 		}

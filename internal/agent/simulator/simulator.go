@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
@@ -146,6 +147,9 @@ type Simulator struct {
 
 	fleetClient rest.Interface
 	coreClient  rest.Interface
+	// discovery of the shared downstream cluster (real mode): one cache
+	// for every agent, instead of a discovery per agent and install.
+	discovery *deployer.Discovery
 }
 
 // New checks the options and builds the shared upstream clients.
@@ -160,6 +164,11 @@ func New(opts Options) (*Simulator, error) {
 	}
 	if s.coreClient, err = sharedClient(opts.Bootstrap, "/api", &corev1.SchemeGroupVersion); err != nil {
 		return nil, err
+	}
+	if opts.Mode == RealApply {
+		if s.discovery, err = deployer.NewDiscovery(opts.Downstream); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
