@@ -43,7 +43,7 @@ type Options struct {
 	// Namespace is the agent namespace (downstream).
 	Namespace string
 	// PollInterval is the first wait between checks for the credential
-	// (default 2s); it grows by half each time, with jitter, up to 10x or
+	// (default 2s); it doubles each time, with jitter, up to 10x or
 	// MaxPollWait, whichever is shorter.
 	PollInterval time.Duration
 	// Timeout bounds the wait for a registration to be granted (30m).
@@ -282,7 +282,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 			return nil, ctx.Err()
 		case <-time.After(Jitter(wait)):
 		}
-		wait = min(wait*3/2, maxWait)
+		wait = min(wait*2, maxWait)
 	}
 }
 
