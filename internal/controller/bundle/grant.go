@@ -143,6 +143,11 @@ func (r *Reconciler) grantContents(ctx context.Context, ns string, contents []st
 		if exists {
 			role.Rules = ContentRules(append(have, missing...))
 			SetGrants(role, grants)
+			if role.Labels == nil {
+				role.Labels = map[string]string{}
+			}
+			role.Labels[ContentRoleLabel] = ns
+			role.Labels[fleet.ManagedLabel] = "true"
 			err = r.Update(ctx, role)
 		} else {
 			role = &rbacv1.ClusterRole{

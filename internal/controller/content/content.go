@@ -1,7 +1,10 @@
 // Package content keeps Contents alive exactly as long as BundleDeployments
 // reference them, and maintains, per cluster namespace, the ClusterRole
 // `fleet-content-<clusterNamespace>` that lets that cluster's agent `get`
-// only the Contents its own BundleDeployments use (contract 3).
+// only the Contents its own BundleDeployments use (contract 3). The bundle
+// reconciler adds a new Content to that role before it publishes a
+// deployment using it; this package keeps such grants for GrantGrace and
+// prunes what is no longer referenced lazily (see RoleReconciler).
 package content
 
 import (
