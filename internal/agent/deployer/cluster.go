@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -28,11 +28,13 @@ import (
 // false) and sets namespaceLabels/Annotations, as the deploying identity.
 func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string, opts fleet.BundleDeploymentOptions) error {
 	cfg, _ := g.ToRESTConfig()
-	cs, err := kubernetes.NewForConfig(cfg)
+	// Only the core client: a whole clientset per deploy is ~50 REST
+	// clients of garbage.
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	cur, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if opts.CreateNamespace != nil && !*opts.CreateNamespace {
 			return fmt.Errorf("namespace %q does not exist and createNamespace is false", ns)
@@ -40,7 +42,7 @@ func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
 		}}
-		_, err = cs.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		_, err = core.Namespaces().Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -58,7 +60,7 @@ func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string
 	if err != nil {
 		return err
 	}
-	_, err = cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err = core.Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	return err
 }
 
