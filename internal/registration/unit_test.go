@@ -93,3 +93,46 @@ func TestGrantRBACIsScoped(t *testing.T) {
 		t.Errorf("creds role not limited to one secret: %+v", role.Rules)
 	}
 }
+
+func TestWakeOnCluster(t *testing.T) {
+	grantedAt := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	reg := func(granted bool, reason string) *fleet.ClusterRegistration {
+		r := &fleet.ClusterRegistration{}
+		r.Status.Granted = granted
+		if reason != "" {
+			r.Status.Conditions = []metav1.Condition{{Type: ConditionGranted, Status: metav1.ConditionTrue, Reason: reason,
+				LastTransitionTime: metav1.NewTime(grantedAt)}}
+		}
+		return r
+	}
+	seen := func(at time.Time) *fleet.Cluster {
+		c := &fleet.Cluster{}
+		if !at.IsZero() {
+			c.Status.Agent.LastSeen = metav1.NewTime(at)
+		}
+		return c
+	}
+	deleting := reg(false, "")
+	deleting.DeletionTimestamp = &metav1.Time{Time: grantedAt}
+	cases := []struct {
+		name string
+		reg  *fleet.ClusterRegistration
+		c    *fleet.Cluster
+		want bool
+	}{
+		{"not granted: may wait for the namespace", reg(false, ""), seen(time.Time{}), true},
+		{"being deleted", deleting, seen(time.Time{}), false},
+		{"granted, agent not seen yet", reg(true, ReasonGranted), seen(time.Time{}), false},
+		{"granted, only an older check-in", reg(true, ReasonGranted), seen(grantedAt.Add(-time.Minute)), false},
+		{"granted, first check-in after the grant", reg(true, ReasonGranted), seen(grantedAt.Add(time.Second)), true},
+		{"granted, check-in in the same second", reg(true, ReasonGranted), seen(grantedAt), true},
+		{"delivered: heartbeats cost nothing", reg(true, ReasonDelivered), seen(grantedAt.Add(time.Hour)), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := wakeOnCluster(tc.reg, tc.c); got != tc.want {
+				t.Fatalf("wakeOnCluster = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
