@@ -117,6 +117,10 @@ func BundleEvents(old, cur *fleet.Bundle) []Info {
 	return nil
 }
 
+// reasonWaitCheckIn is the Offline condition's reason before the first
+// check-in (set by the cluster status controller).
+const reasonWaitCheckIn = "WaitCheckIn"
+
 // ClusterEvents names the events of a Cluster status change: the Offline
 // condition turning True, or leaving True. A cluster whose agent never
 // checked in is waiting, not offline: registering one is not an incident.
@@ -124,7 +128,11 @@ func ClusterEvents(old, cur *fleet.Cluster) []Info {
 	if old.Status.Agent.LastSeen.IsZero() {
 		return nil
 	}
-	was := meta.IsStatusConditionTrue(old.Status.Conditions, fleet.ConditionOffline)
+	// A cluster whose status still says it waits for its first check-in
+	// (written before the heartbeat arrived) was never online: its first
+	// roll-up after the check-in is not a return.
+	was := meta.IsStatusConditionTrue(old.Status.Conditions, fleet.ConditionOffline) &&
+		meta.FindStatusCondition(old.Status.Conditions, fleet.ConditionOffline).Reason != reasonWaitCheckIn
 	is := meta.IsStatusConditionTrue(cur.Status.Conditions, fleet.ConditionOffline)
 	switch {
 	case is && !was:

@@ -58,6 +58,9 @@ func TestClusterEvents(t *testing.T) {
 		{Type: fleet.ConditionOffline, Status: metav1.ConditionFalse, Reason: "Online"}}}}
 	fresh := &fleet.Cluster{Status: fleet.ClusterStatus{Agent: seen}}
 	neverSeen := &fleet.Cluster{Status: fleet.ClusterStatus{Conditions: offline.Status.Conditions}}
+	// Checked in, but the roll-up still shows the wait for the first check-in.
+	waitCheckIn := &fleet.Cluster{Status: fleet.ClusterStatus{Agent: seen, Conditions: []metav1.Condition{
+		{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "WaitCheckIn"}}}}
 	tests := []struct {
 		name     string
 		old, cur *fleet.Cluster
@@ -67,6 +70,7 @@ func TestClusterEvents(t *testing.T) {
 		{"condition appears offline", fresh, offline, ReasonClusterOffline},
 		{"registered, never checked in", &fleet.Cluster{}, neverSeen, ""},
 		{"first check-in", neverSeen, online, ""},
+		{"first roll-up after a late first check-in", waitCheckIn, online, ""},
 		{"comes back", offline, online, ReasonClusterOnline},
 		{"condition removed", offline, fresh, ReasonClusterOnline},
 		{"stays offline", offline, offline, ""},
