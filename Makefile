@@ -61,7 +61,7 @@ generate: tools
 	rm -f charts/fleet-crd/templates/fleet.cattle.io_*.yaml
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/... output:crd:dir=charts/fleet-crd/templates
 
-## verify: fails when generated files are stale or go.mod is untidy
+## verify: fails when generated files are stale, go.mod is untidy or Go code is not gofmt'ed
 .PHONY: verify
 verify: generate
 	$(GO) mod tidy
@@ -70,6 +70,8 @@ verify: generate
 	@if [ -n "$$(git status --porcelain -- api charts go.mod go.sum hack)" ]; then \
 		echo "generated files or go.mod are out of date; run 'make generate' and 'go mod tidy':"; \
 		git status --porcelain -- api charts go.mod go.sum hack; git diff --stat -- api charts go.mod go.sum hack; exit 1; fi
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$unformatted" ]; then \
+		echo "not gofmt'ed (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
 ## test: verify (generated code, CRDs, go.mod, vet), then the whole suite against real kube-apiservers, then fuzzing

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // Four independent API servers, all without Fleet CRDs: the manager
@@ -110,17 +111,7 @@ func installManagerChart(t *testing.T) {
 // eventually polls f until it returns nil or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %v", timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	fleettest.Eventually(t, timeout, f)
 }
 
 func readFile(t *testing.T, path string) string {

@@ -28,6 +28,7 @@ import (
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // One upstream (manager) and two downstream clusters, all separate API
@@ -117,15 +118,12 @@ func run(m *testing.M) int {
 // eventually polls fn until it returns nil or the timeout passes.
 func eventually(t *testing.T, what string, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
+	fleettest.Eventually(t, timeout, func() error {
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+		return nil
+	})
 }
 
 // newToken creates a ClusterRegistrationToken and returns the values.yaml

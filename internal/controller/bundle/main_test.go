@@ -24,6 +24,7 @@ import (
 	"github.com/fleetgo/fleet/internal/controller/content"
 	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // env is the manager cluster every test of this package shares; the real
@@ -81,27 +82,13 @@ func run(m *testing.M) int {
 // eventually polls f until it returns nil or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after %s: %v", timeout, err)
+	fleettest.Eventually(t, timeout, f)
 }
 
 // consistently checks that f keeps returning nil for d.
 func consistently(t testing.TB, d time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatalf("condition broken: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	fleettest.Consistently(t, d, f)
 }
 
 func must(t testing.TB, err error) {
