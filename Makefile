@@ -8,6 +8,8 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN   := $(CURDIR)/bin
 CP    := $(BIN)/controlplane
 GO    ?= go
+# BUILD_TAGS are the tags of every binary (internal/version.BuildTags says why).
+BUILD_TAGS := kustomize_disable_go_plugin_support
 GOTESTFLAGS ?= -timeout 40m
 FUZZTIME ?= 5s
 
@@ -25,7 +27,7 @@ all: build
 ## build: the three binaries into bin/
 .PHONY: build
 build:
-	$(GO) build -o $(BIN)/ ./cmd/fleet ./cmd/fleet-controller ./cmd/fleet-agent
+	$(GO) build -tags $(BUILD_TAGS) -o $(BIN)/ ./cmd/fleet ./cmd/fleet-controller ./cmd/fleet-agent
 
 ## quickstart: a whole Fleet on this machine (3 embedded clusters, manager, 2 agents, example GitRepo)
 .PHONY: quickstart
@@ -96,7 +98,7 @@ BENCH_FLAGS ?=
 BENCH_OUT   ?= $(CURDIR)/bin/bench
 .PHONY: bench
 bench: controlplane
-	$(GO) run ./test/scale -out $(BENCH_OUT) $(BENCH_FLAGS) $(SCENARIOS)
+	$(GO) run -tags $(BUILD_TAGS) ./test/scale -out $(BENCH_OUT) $(BENCH_FLAGS) $(SCENARIOS)
 
 ## images: the fleet-controller and fleet-agent container images, tagged as the charts expect
 ## (skipped with a message when no container engine is available)

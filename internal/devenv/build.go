@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fleetgo/fleet/internal/version"
 )
 
 // build compiles the three binaries into bin/ and, when kube-apiserver or
@@ -22,7 +24,7 @@ func (e *Env) build(ctx context.Context) error {
 				"or pass --no-build to use the binaries already in bin/")
 		}
 		e.phase("building bin/fleet, bin/fleet-controller, bin/fleet-agent")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", e.binDir()+string(filepath.Separator),
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", version.BuildTags, "-o", e.binDir()+string(filepath.Separator),
 			"./cmd/fleet", "./cmd/fleet-controller", "./cmd/fleet-agent")
 		cmd.Dir = e.opts.RepoRoot
 		if err := e.stream(cmd, "go build"); err != nil {

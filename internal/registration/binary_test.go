@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/version"
 )
 
 // TestAgentBinary runs the real fleet-agent command out of cluster
@@ -22,7 +23,7 @@ func TestAgentBinary(t *testing.T) {
 		t.Skip("builds the fleet-agent binary")
 	}
 	bin := filepath.Join(t.TempDir(), "fleet-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fleet-agent")
+	build := exec.Command("go", "build", "-tags", version.BuildTags, "-o", bin, "./cmd/fleet-agent")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

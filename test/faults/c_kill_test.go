@@ -17,6 +17,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/version"
 )
 
 // Fault 1: the controller dies mid-rollout (every request of the process
@@ -43,7 +44,7 @@ func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
 		}
 	}
 	bin := filepath.Join(t.TempDir(), "fleet-controller")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fleet-controller")
+	build := exec.Command("go", "build", "-tags", version.BuildTags, "-o", bin, "./cmd/fleet-controller")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building fleet-controller: %v\n%s", err, out)

@@ -76,6 +76,9 @@ type Reconciler struct {
 	// reconciler's last write of it, until the cache shows that generation
 	// (see cacheBehind).
 	written sync.Map
+	// grants batches the Content grants of concurrent reconciles per
+	// cluster namespace (see grantBatcher).
+	grants grantBatcher
 }
 
 // Setup registers the indexes and the Bundle reconciler with mgr.

@@ -103,32 +103,56 @@ func SetGrants(role *rbacv1.ClusterRole, grants map[string]time.Time) {
 const grantAttempts = 5
 
 // grantContents makes the ClusterRole of namespace ns allow the Contents
-// named, before a BundleDeployment there references them. It reads the role
-// from the cache and writes only when a name is missing, so a rollout costs
-// one ClusterRole update per cluster and an unchanged deployment none. The
-// update carries the resourceVersion read (optimistic lock): on a conflict
-// it re-reads the role from the API server and retries, so it can neither
-// lose a concurrent grant nor undo a concurrent prune's other changes.
+// named, before a BundleDeployment there references them. When the cached
+// role already allows them (an unchanged deployment, or a Content another
+// bundle granted) it writes nothing; otherwise the request joins the
+// namespace's grant batch, so that a rollout costs about one ClusterRole
+// update per cluster however many bundles change at once.
 func (r *Reconciler) grantContents(ctx context.Context, ns string, contents []string) error {
 	if len(contents) == 0 {
 		return nil
 	}
+	role := &rbacv1.ClusterRole{}
+	if err := r.Get(ctx, types.NamespacedName{Name: ContentRoleName(ns)}, role); err == nil && missingContents(role, contents) == nil {
+		return nil
+	}
+	return r.grants.grant(ctx, ns, contents, r.writeGrant)
+}
+
+// grantBase carries the role one round of a namespace's grant writer wrote
+// to the next round.
+type grantBase struct{ role *rbacv1.ClusterRole }
+
+// missingContents are the names of contents the role does not allow yet.
+func missingContents(role *rbacv1.ClusterRole, contents []string) []string {
+	have := GrantedContents(role)
+	var missing []string
+	for _, c := range contents {
+		if !slices.Contains(have, c) && !slices.Contains(missing, c) {
+			missing = append(missing, c)
+		}
+	}
+	return missing
+}
+
+// writeGrant adds contents to the role in one write. It starts from the role
+// the previous round wrote, else from the cache; the update carries the
+// resourceVersion read (optimistic lock): on a conflict it re-reads the role
+// from the API server and retries, so it can neither lose a concurrent
+// grant nor undo a concurrent prune's other changes.
+func (r *Reconciler) writeGrant(ctx context.Context, ns string, contents []string, base *grantBase) error {
 	key := types.NamespacedName{Name: ContentRoleName(ns)}
 	var reader client.Reader = r.Client
 	for attempt := 0; ; attempt++ {
 		role := &rbacv1.ClusterRole{}
-		err := reader.Get(ctx, key, role)
-		if err != nil && !apierrors.IsNotFound(err) {
+		var err error
+		if attempt == 0 && base.role != nil {
+			role = base.role.DeepCopy()
+		} else if err = reader.Get(ctx, key, role); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading ClusterRole %s: %w", key.Name, err)
 		}
 		exists := err == nil
-		have := GrantedContents(role)
-		var missing []string
-		for _, c := range contents {
-			if !slices.Contains(have, c) {
-				missing = append(missing, c)
-			}
-		}
+		missing := missingContents(role, contents)
 		if len(missing) == 0 {
 			return nil
 		}
@@ -141,7 +165,7 @@ func (r *Reconciler) grantContents(ctx context.Context, ns string, contents []st
 			grants[c] = now
 		}
 		if exists {
-			role.Rules = ContentRules(append(have, missing...))
+			role.Rules = ContentRules(append(GrantedContents(role), missing...))
 			SetGrants(role, grants)
 			if role.Labels == nil {
 				role.Labels = map[string]string{}
@@ -158,12 +182,14 @@ func (r *Reconciler) grantContents(ctx context.Context, ns string, contents []st
 			err = r.Create(ctx, role)
 		}
 		if err == nil {
+			base.role = role
 			return nil
 		}
 		if (!apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err)) || attempt+1 >= grantAttempts {
 			return fmt.Errorf("granting Contents %v in ClusterRole %s: %w", missing, key.Name, err)
 		}
-		// The cache was behind: read the live role and try again.
+		// The cache (or the previous round) was behind: read the live role
+		// and try again.
 		reader = r.APIReader
 	}
 }

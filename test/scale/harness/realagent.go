@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/version"
 )
 
 // realAgent is one real fleet-agent process (cmd/fleet-agent, built by the
@@ -60,7 +61,7 @@ func buildAgent(ctx context.Context, dir string) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/fleet-agent")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", version.BuildTags, "-o", bin, "./cmd/fleet-agent")
 	build.Dir = testenv.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building fleet-agent: %v: %s", err, out)
