@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -64,6 +65,8 @@ type Options struct {
 	Discovery *Discovery
 }
 
+var setFieldManager sync.Once
+
 // New returns a Deployer for the downstream cluster of config (an admin
 // config: the agent's own identity there), with its own discovery cache.
 func New(config *rest.Config, agentNamespace string) (*Deployer, error) {
@@ -72,7 +75,9 @@ func New(config *rest.Config, agentNamespace string) (*Deployer, error) {
 
 // NewWithOptions returns a Deployer for o.Config.
 func NewWithOptions(o Options) (*Deployer, error) {
-	kube.ManagedFieldsManager = FieldManager
+	// Helm's field manager is a package variable: set it once, not from
+	// every (possibly concurrent) constructor.
+	setFieldManager.Do(func() { kube.ManagedFieldsManager = FieldManager })
 	cs, err := kubernetes.NewForConfig(o.Config)
 	if err != nil {
 		return nil, err

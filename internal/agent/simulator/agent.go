@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,11 +37,24 @@ type agent struct {
 	cred     *register.Credential
 	dep      *deployer.Deployer // real mode only
 
+	// mu guards the maps below: BundleDeployments are handled
+	// concurrently (up to agentWorkers at a time), like the real agent's
+	// reconcile workers, and one at a time per BundleDeployment.
+	mu       sync.Mutex
 	applied  map[string]string // BundleDeployment name -> reported deploymentID
 	failures map[string]int
+	inflight map[string]bool                    // handled right now
+	pending  map[string]*fleet.BundleDeployment // newest version seen meanwhile
+	slots    chan struct{}
 	retries  chan string
 	done     <-chan struct{}
 }
+
+// agentWorkers is how many BundleDeployments one simulated agent handles at
+// once. The real agent runs 50 workers; a few suffice for the simulator's
+// short status-only handling and keep real-apply memory bounded when many
+// simulated agents share one process.
+const agentWorkers = 8
 
 func newAgent(s *Simulator, i int) *agent {
 	ns := fmt.Sprintf("%s%05d", s.opts.NamespacePrefix, i)
@@ -49,6 +63,9 @@ func newAgent(s *Simulator, i int) *agent {
 		clientID: fmt.Sprintf("%s-%05d", s.opts.ClientIDPrefix, i),
 		applied:  map[string]string{},
 		failures: map[string]int{},
+		inflight: map[string]bool{},
+		pending:  map[string]*fleet.BundleDeployment{},
+		slots:    make(chan struct{}, agentWorkers),
 		retries:  make(chan string, 16),
 	}
 }
@@ -207,7 +224,7 @@ func (a *agent) consume(ctx context.Context, w watch.Interface, rv string) (stri
 			bd := &fleet.BundleDeployment{}
 			err := a.s.fleetClient.Get().Namespace(a.cred.DeploymentNamespace).Resource("bundledeployments").Name(name).Do(ctx).Into(bd)
 			if err == nil {
-				a.handle(ctx, bd)
+				a.dispatch(ctx, bd)
 			} else if !apierrors.IsNotFound(err) {
 				a.retryLater(name)
 			}
@@ -228,13 +245,51 @@ func (a *agent) consume(ctx context.Context, w watch.Interface, rv string) (stri
 			switch {
 			case !isBD:
 			case ev.Type == watch.Deleted:
+				a.mu.Lock()
 				delete(a.applied, bd.Name)
 				delete(a.failures, bd.Name)
+				delete(a.pending, bd.Name)
+				a.mu.Unlock()
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
-				a.handle(ctx, bd)
+				a.dispatch(ctx, bd)
 			}
 		}
 	}
+}
+
+// dispatch hands bd to a worker. While a worker handles a BundleDeployment,
+// newer versions of it wait (only the newest is kept) and are handled by the
+// same worker next, so one deployment is never applied twice at once.
+func (a *agent) dispatch(ctx context.Context, bd *fleet.BundleDeployment) {
+	a.mu.Lock()
+	if a.inflight[bd.Name] {
+		a.pending[bd.Name] = bd
+		a.mu.Unlock()
+		return
+	}
+	a.inflight[bd.Name] = true
+	a.mu.Unlock()
+	go func() {
+		for {
+			select {
+			case a.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			a.handle(ctx, bd)
+			<-a.slots
+			a.mu.Lock()
+			next, ok := a.pending[bd.Name]
+			delete(a.pending, bd.Name)
+			if !ok {
+				delete(a.inflight, bd.Name)
+				a.mu.Unlock()
+				return
+			}
+			a.mu.Unlock()
+			bd = next
+		}
+	}()
 }
 
 // handle deploys (or pretends to) a BundleDeployment whose deploymentID
@@ -244,12 +299,15 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 	if id == "" || bd.DeletionTimestamp != nil || bd.Spec.Paused {
 		return
 	}
-	if a.applied[bd.Name] == id {
-		return
-	}
-	if bd.Status.AppliedDeploymentID == id && bd.Status.Ready && a.s.opts.Mode == StatusOnly {
+	a.mu.Lock()
+	done := a.applied[bd.Name] == id
+	if !done && bd.Status.AppliedDeploymentID == id && bd.Status.Ready && a.s.opts.Mode == StatusOnly {
 		// Reported by an earlier run of this agent.
 		a.applied[bd.Name] = id
+		done = true
+	}
+	a.mu.Unlock()
+	if done {
 		return
 	}
 	if err := a.apply(ctx, bd); err != nil {
@@ -261,15 +319,20 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 		a.retryLater(bd.Name)
 		return
 	}
+	a.mu.Lock()
 	a.applied[bd.Name] = id
 	delete(a.failures, bd.Name)
+	a.mu.Unlock()
 	a.s.Stats.Applied.Add(1)
 }
 
 func (a *agent) retryLater(name string) {
 	// The real agent's backoff: 1s, 2s, 4s... up to 5m.
+	a.mu.Lock()
 	a.failures[name]++
-	d := min(time.Second<<min(a.failures[name]-1, 9), 5*time.Minute)
+	n := a.failures[name]
+	a.mu.Unlock()
+	d := min(time.Second<<min(n-1, 9), 5*time.Minute)
 	time.AfterFunc(jitter(d, 20), func() {
 		// Block (in the timer's own goroutine) rather than drop: every
 		// failed BundleDeployment must be retried.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -79,10 +80,10 @@ func ValuesHash(data []byte) string {
 // writeDeployment creates or updates one BundleDeployment (and first its
 // values Secret) when it differs from what the cache shows.
 func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manifestID string, p *target.Plan, cached *fleet.BundleDeployment) error {
-	if r.cacheBehind(cached) {
+	bd := p.Deployment
+	if r.cacheBehind(client.ObjectKeyFromObject(bd), cached) {
 		return nil
 	}
-	bd := p.Deployment
 	bd.Labels = DeploymentLabels(b, p.Target.Cluster, manifestID)
 	bd.Spec.DependsOn = b.Spec.DependsOn
 	bd.Spec.CorrectDrift = bd.Spec.Options.CorrectDrift
@@ -138,33 +139,45 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 // cacheBehind reports whether the cache has not yet seen this reconciler's
 // last write of the deployment. A pass that runs while the informer lags
 // (a busy API server, a large rollout) would otherwise write again from the
-// stale copy, only to get a conflict; the update event of the write it
-// missed requeues the bundle anyway.
-func (r *Reconciler) cacheBehind(cached *fleet.BundleDeployment) bool {
-	if cached == nil {
-		return false
-	}
-	key := client.ObjectKeyFromObject(cached)
+// stale copy, only to get a conflict, or create again what it has just
+// created, only to get AlreadyExists: at 50 bundles × 50 clusters that was
+// half of the manager's writes. The event of the write it missed requeues
+// the bundle anyway. A write the cache never shows (the object was deleted
+// again before the informer caught up) stops counting after writeMemory.
+func (r *Reconciler) cacheBehind(key client.ObjectKey, cached *fleet.BundleDeployment) bool {
 	v, ok := r.written.Load(key)
 	if !ok {
 		return false
 	}
-	// The same object (not one re-created meanwhile) at an older generation.
-	if w := v.(writtenAt); w.UID == cached.UID && cached.Generation < w.Generation {
-		return true
+	w := v.(writtenAt)
+	if time.Since(w.At) < writeMemory {
+		if cached == nil && w.Created {
+			return true
+		}
+		// The same object (not one re-created meanwhile) at an older generation.
+		if cached != nil && w.UID == cached.UID && cached.Generation < w.Generation {
+			return true
+		}
 	}
 	r.written.Delete(key)
 	return false
 }
 
+// writeMemory bounds how long a write this reconciler made is expected to
+// show up in the cache.
+const writeMemory = 30 * time.Second
+
 // writtenAt identifies the version of a deployment this reconciler wrote.
 type writtenAt struct {
 	UID        types.UID
 	Generation int64
+	// Created is set when the write was the deployment's creation.
+	Created bool
+	At      time.Time
 }
 
-func (r *Reconciler) recordWrite(bd *fleet.BundleDeployment) {
-	r.written.Store(client.ObjectKeyFromObject(bd), writtenAt{UID: bd.UID, Generation: bd.Generation})
+func (r *Reconciler) recordWrite(bd *fleet.BundleDeployment, created bool) {
+	r.written.Store(client.ObjectKeyFromObject(bd), writtenAt{UID: bd.UID, Generation: bd.Generation, Created: created, At: time.Now()})
 }
 
 // putDeployment creates or updates bd unless the cache shows it as is.
@@ -184,7 +197,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			}
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
-		r.recordWrite(bd)
+		r.recordWrite(bd, true)
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {
@@ -193,7 +206,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		}
 		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 	}
-	r.recordWrite(bd)
+	r.recordWrite(bd, false)
 	return nil
 }
 
