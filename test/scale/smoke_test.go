@@ -56,6 +56,9 @@ func TestTinyScenario(t *testing.T) {
 	if res.Floor == nil || res.Floor.RoundTripSeconds <= 0 || res.Floor.DeliveredSeconds <= 0 || res.RatioToFloor <= 0 {
 		t.Errorf("raw floor not measured: %+v ratio %v", res.Floor, res.RatioToFloor)
 	}
+	if res.FloorCR == nil || res.FloorCR.Kind != harness.FloorCustomResource || res.FloorCR.RoundTripSeconds <= 0 || res.RatioToFloorCR <= 0 {
+		t.Errorf("custom-resource floor not measured: %+v ratio %v", res.FloorCR, res.RatioToFloorCR)
+	}
 	if res.Manager.CPUSeconds <= 0 || res.Manager.PeakRSSMiB <= 0 || res.Agents.PeakRSSMiB <= 0 || res.Agents.PerClusterKiB <= 0 {
 		t.Errorf("process figures missing: manager %+v agents %+v", res.Manager, res.Agents)
 	}

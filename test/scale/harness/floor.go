@@ -9,10 +9,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -22,8 +27,16 @@ import (
 // namespace, 50 at a time, like a controller with 50 workers), N watchers
 // (one per namespace, like N agents) each see theirs and answer with one
 // write, and one observer watching everything sees every answer.
+//
+// It runs twice: with ConfigMaps (the API server's cheapest path: a
+// built-in type, protobuf) and with a custom resource of a
+// BundleDeployment's size (the path any CRD-based system pays: JSON,
+// schema validation and pruning, managedFields of unstructured objects).
+// The ratio of a rollout is given to both.
 type Floor struct {
-	N int `json:"n"`
+	// Kind is "ConfigMap" or "CustomResource".
+	Kind string `json:"kind"`
+	N    int    `json:"n"`
 	// ObjectBytes is the size of each object's payload.
 	ObjectBytes int `json:"objectBytes"`
 	// DeliveredSeconds: from the first write until every watcher saw its
@@ -34,15 +47,102 @@ type Floor struct {
 
 const floorLabel = "fleet-scale-floor"
 
-// measureFloor runs the floor round trip for n namespaces.
-func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floor, error) {
+// Kinds of the floor.
+const (
+	FloorConfigMap      = "ConfigMap"
+	FloorCustomResource = "CustomResource"
+)
+
+var (
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	floorCRGVR    = schema.GroupVersionResource{Group: "scale.fleet.test", Version: "v1", Resource: "floorobjects"}
+)
+
+// floorObject builds the object written for namespace ns: the payload as a
+// ConfigMap's data, or as a custom resource's spec.
+func floorObject(kind, ns, label string, payload int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetName("floor")
+	u.SetNamespace(ns)
+	u.SetLabels(map[string]string{floorLabel: label})
+	data := map[string]any{"payload": strings.Repeat("x", payload)}
+	if kind == FloorCustomResource {
+		u.SetAPIVersion(floorCRGVR.GroupVersion().String())
+		u.SetKind("FloorObject")
+		u.Object["spec"] = data
+	} else {
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.Object["data"] = data
+	}
+	return u
+}
+
+// ensureFloorCRD installs the floor's CRD (namespaced, a structural schema
+// with one string field, like a small CRD) and waits until it is served.
+func ensureFloorCRD(ctx context.Context, cfg *rest.Config) error {
+	cs, err := apiextclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crd := &apiextv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: floorCRGVR.Resource + "." + floorCRGVR.Group},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: floorCRGVR.Group,
+			Names: apiextv1.CustomResourceDefinitionNames{Plural: floorCRGVR.Resource, Kind: "FloorObject", ListKind: "FloorObjectList"},
+			Scope: apiextv1.NamespaceScoped,
+			Versions: []apiextv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{Type: "object",
+					Properties: map[string]apiextv1.JSONSchemaProps{
+						"spec": {Type: "object", Properties: map[string]apiextv1.JSONSchemaProps{"payload": {Type: "string"}}},
+					}}}}},
+		},
+	}
+	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := dc.Resource(floorCRGVR).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("floor CRD not served: %w", err)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+}
+
+// measureFloor runs the floor round trip for n namespaces with objects of
+// the given kind.
+func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, payload int) (Floor, error) {
 	cfg := rest.CopyConfig(admin)
 	cfg.QPS = -1
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Floor{}, err
+	}
+	gvr := configMapsGVR
+	if kind == FloorCustomResource {
+		gvr = floorCRGVR
+		if err := ensureFloorCRD(ctx, cfg); err != nil {
+			return Floor{}, err
+		}
+	}
+	res := func(ns string) dynamic.ResourceInterface {
+		if ns == "" {
+			return dc.Resource(gvr)
+		}
+		return dc.Resource(gvr).Namespace(ns)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{N: n, ObjectBytes: payload}
+	f := Floor{Kind: kind, N: n, ObjectBytes: payload}
 	ns := func(i int) string { return fmt.Sprintf("floor-%05d", i) }
 	if err := parallel(ctx, n, 50, func(i int) error {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns(i)}}, metav1.CreateOptions{})
@@ -63,13 +163,13 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 	// resourceVersion seen, so no event is lost.
 	var acked atomic.Int64
 	allAcked := make(chan time.Time, 1)
-	obsRV, err := listRV(ctx, cs, "", sel)
+	obsRV, err := listRV(ctx, res(""), sel)
 	if err != nil {
 		return f, err
 	}
-	go resumeWatch(ctx, cs, "", sel, obsRV, func(ev watch.Event) bool {
-		cm, ok := ev.Object.(*corev1.ConfigMap)
-		if ok && ev.Type == watch.Modified && cm.Annotations["ack"] == round {
+	go resumeWatch(ctx, res(""), sel, obsRV, func(ev watch.Event) bool {
+		o, ok := ev.Object.(*unstructured.Unstructured)
+		if ok && ev.Type == watch.Modified && o.GetAnnotations()["ack"] == round {
 			if acked.Add(1) == int64(n) {
 				allAcked <- time.Now()
 				return true
@@ -81,7 +181,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 	allDelivered := make(chan time.Time, 1)
 	rvs := make([]string, n)
 	if err := parallel(ctx, n, 50, func(i int) error {
-		rv, err := listRV(ctx, cs, ns(i), sel)
+		rv, err := listRV(ctx, res(ns(i)), sel)
 		rvs[i] = rv
 		return err
 	}); err != nil {
@@ -93,12 +193,12 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 		established.Add(1)
 		go func() {
 			first := true
-			resumeWatch(ctx, cs, ns(i), sel, rvs[i], func(ev watch.Event) bool {
+			resumeWatch(ctx, res(ns(i)), sel, rvs[i], func(ev watch.Event) bool {
 				if first {
 					first = false
 					established.Done()
 				}
-				cm, ok := ev.Object.(*corev1.ConfigMap)
+				o, ok := ev.Object.(*unstructured.Unstructured)
 				if !ok || ev.Type != watch.Added {
 					return false
 				}
@@ -106,7 +206,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 					allDelivered <- time.Now()
 				}
 				patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"ack":%q}}}`, round))
-				if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Patch(ctx, cm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				if _, err := res(o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					errs.Store(i, err)
 				}
 				return true
@@ -119,13 +219,19 @@ func measureFloor(ctx context.Context, admin *rest.Config, n, payload int) (Floo
 		}()
 	}
 	established.Wait()
-	data := map[string]string{"payload": strings.Repeat("x", payload)}
+	// Leftovers of an earlier round go first, outside the measured time.
+	if err := parallel(ctx, n, 50, func(i int) error {
+		if err := res(ns(i)).Delete(ctx, "floor", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}); err != nil {
+		return f, fmt.Errorf("floor clean-up: %w", err)
+	}
+	label := strings.ReplaceAll(round, ".", "-")
 	start := time.Now()
 	if err := parallel(ctx, n, 50, func(i int) error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "floor", Namespace: ns(i),
-			Labels: map[string]string{floorLabel: strings.ReplaceAll(round, ".", "-")}}, Data: data}
-		_ = cs.CoreV1().ConfigMaps(ns(i)).Delete(ctx, "floor", metav1.DeleteOptions{})
-		_, err := cs.CoreV1().ConfigMaps(ns(i)).Create(ctx, cm, metav1.CreateOptions{})
+		_, err := res(ns(i)).Create(ctx, floorObject(kind, ns(i), label, payload), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return f, fmt.Errorf("floor writes: %w", err)
@@ -174,24 +280,24 @@ func parallel(ctx context.Context, n, width int, fn func(i int) error) error {
 }
 
 // listRV returns the current resourceVersion of a list, to watch from.
-func listRV(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions) (string, error) {
+func listRV(ctx context.Context, r dynamic.ResourceInterface, sel metav1.ListOptions) (string, error) {
 	sel.Limit = 1
-	l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, sel)
+	l, err := r.List(ctx, sel)
 	if err != nil {
 		return "", err
 	}
-	return l.ResourceVersion, nil
+	return l.GetResourceVersion(), nil
 }
 
 // resumeWatch watches from rv, calling handle for each event until it
 // returns true or ctx ends; a closed watch is resumed where it stopped.
 // onStart (optional) is called once the first watch is established.
-func resumeWatch(ctx context.Context, cs kubernetes.Interface, ns string, sel metav1.ListOptions, rv string,
+func resumeWatch(ctx context.Context, r dynamic.ResourceInterface, sel metav1.ListOptions, rv string,
 	handle func(watch.Event) bool, onStart ...func()) {
 	for ctx.Err() == nil {
 		opts := sel
 		opts.ResourceVersion, opts.AllowWatchBookmarks = rv, true
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, opts)
+		w, err := r.Watch(ctx, opts)
 		if err != nil {
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue

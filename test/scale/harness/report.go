@@ -65,6 +65,10 @@ type Result struct {
 	// RatioToFloor is the rollout total (change, else create) over the
 	// floor round trip.
 	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
+	// FloorCR is the same round trip with a custom resource of a
+	// BundleDeployment's size, and RatioToFloorCR the rollout over it.
+	FloorCR        *Floor  `json:"floorCustomResource,omitempty"`
+	RatioToFloorCR float64 `json:"ratioToFloorCustomResource,omitempty"`
 	// Manager CPU is split by phase.
 	Manager             Process            `json:"manager"`
 	ManagerCPUByPhase   map[string]float64 `json:"managerCPUByPhase"`
@@ -110,11 +114,18 @@ func (r *Result) PrintTable(w io.Writer) {
 	timing("bundle change -> all BDs written", r.ChangeWritten)
 	timing("bundle change -> all Ready", r.Change)
 	if r.Floor != nil {
-		row("raw floor (same API server)", "%d objects to %d watchers: delivered %.2fs, round trip %.2fs",
+		row("raw floor (same API server)", "%d ConfigMaps to %d watchers: delivered %.2fs, round trip %.2fs",
 			r.Floor.N, r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
 	}
 	if r.RatioToFloor > 0 {
 		row("rollout / floor round trip", "%.2fx", r.RatioToFloor)
+	}
+	if r.FloorCR != nil {
+		row("raw floor, custom resource", "%d objects of %d B to %d watchers: delivered %.2fs, round trip %.2fs",
+			r.FloorCR.N, r.FloorCR.ObjectBytes, r.FloorCR.N, r.FloorCR.DeliveredSeconds, r.FloorCR.RoundTripSeconds)
+	}
+	if r.RatioToFloorCR > 0 {
+		row("rollout / custom-resource floor", "%.2fx", r.RatioToFloorCR)
 	}
 	if r.ChangeRequests != nil {
 		row("requests during change", "agents %d (%.2f per agent, by verb %v); manager %d, writes %v", r.ChangeRequests.Total,

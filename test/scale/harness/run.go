@@ -209,11 +209,21 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 
 	if sc.Floor {
 		logf("measuring the raw floor (%d watchers)", sc.Clusters)
-		f, err := measureFloor(ctx, up.Config, sc.Clusters, 1024)
+		f, err := measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, 1024)
 		if err != nil {
 			res.problem("raw floor: %v", err)
 		} else {
 			res.Floor = &f
+		}
+		// A custom resource about the size of a stored BundleDeployment.
+		// A small unmeasured round first: the API server starts serving
+		// (and watch-caching) a new CRD lazily.
+		_, _ = measureFloor(ctx, up.Config, FloorCustomResource, min(sc.Clusters, 10), 3*1024)
+		fcr, err := measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, 3*1024)
+		if err != nil {
+			res.problem("raw floor (custom resource): %v", err)
+		} else {
+			res.FloorCR = &fcr
 		}
 		markPhase("floor")
 	}
@@ -286,14 +296,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		}
 		res.BundleDeployments, _ = tr.counts()
 	}
-	if res.Floor != nil && res.Floor.RoundTripSeconds > 0 {
-		switch {
-		case res.Change.Complete:
-			res.RatioToFloor = res.Change.TotalSeconds / res.Floor.RoundTripSeconds
-		case res.Create.Complete && sc.Bundles == 1:
-			res.RatioToFloor = res.Create.TotalSeconds / res.Floor.RoundTripSeconds
-		}
-	}
+	res.RatioToFloor = ratio(res, sc, res.Floor)
+	res.RatioToFloorCR = ratio(res, sc, res.FloorCR)
 
 	if sc.Idle > 0 {
 		logf("idle for %s", sc.Idle)
@@ -465,4 +469,19 @@ func fleetClient(cfg *rest.Config) (rest.Interface, error) {
 	c.GroupVersion = &fleet.GroupVersion
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme.Scheme).WithoutConversion()
 	return rest.RESTClientFor(c)
+}
+
+// ratio is the rollout total (change, else the creation of a single
+// bundle) over a floor's round trip; 0 when either is missing.
+func ratio(res *Result, sc Scenario, f *Floor) float64 {
+	if f == nil || f.RoundTripSeconds <= 0 {
+		return 0
+	}
+	switch {
+	case res.Change.Complete:
+		return res.Change.TotalSeconds / f.RoundTripSeconds
+	case res.Create.Complete && sc.Bundles == 1:
+		return res.Create.TotalSeconds / f.RoundTripSeconds
+	}
+	return 0
 }
