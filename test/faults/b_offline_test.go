@@ -5,9 +5,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
-
-	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 
 	"github.com/fleetgo/fleet/internal/manager"
 )
@@ -28,33 +25,9 @@ func TestAgentsOfflineThenReturn(t *testing.T) {
 	// Cut a tenth of the agents off.
 	stopCut()
 	cutAt := time.Now()
-	g.Eventually(func(g Gomega) {
-		for _, c := range clusters(g, ws, map[string]string{"group": "cut"}) {
-			g.Expect(isOffline(c)).To(BeTrue(), "%s: %s", c.Name, c.Status.Display.State)
-		}
-	}, wait, tick).Should(Succeed())
-	t.Logf("RECOVERY agents-offline: agents stopped -> clusters Offline in %s (threshold 6s)", since(cutAt))
-
 	// A rollout meanwhile: the online clusters all get it.
-	rollout := time.Now()
-	putBundle(t, ws, "offline-app", "v1", all, "offline-app")
-	g.Eventually(func(g Gomega) {
-		bds := bundleDeployments(g, ws, "offline-app")
-		g.Expect(bds).To(HaveLen(total))
-		online := 0
-		for _, c := range clusters(g, ws, all) {
-			bd := bds[c.Name]
-			if c.Labels["group"] == "cut" {
-				g.Expect(bd.Status.AppliedDeploymentID).To(BeEmpty(), "an offline agent cannot apply")
-				g.Expect(meta.IsStatusConditionTrue(bd.Status.Conditions, fleet.ConditionOffline)).To(BeTrue(), "%s marked Offline", bd.Name)
-				continue
-			}
-			g.Expect(deployedID(bd)).To(BeTrue(), "%s not deployed: %+v", c.Name, bd.Status)
-			online++
-		}
-		g.Expect(online).To(Equal(total - cut))
-	}, wait, tick).Should(Succeed())
-	t.Logf("RECOVERY agents-offline: rollout to the %d online clusters complete in %s", total-cut, since(rollout))
+	offlineThenPartialRollout(t, g, cutCase{name: "agents-offline", how: "agents stopped", ws: ws, all: all,
+		total: total, cut: cut, bundle: "offline-app"}, cutAt)
 
 	// The agents come back (a restarted agent registers again with the
 	// same clientID and lands on the same Cluster) and converge.

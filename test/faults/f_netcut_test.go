@@ -6,9 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
 
-	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manager"
 )
 
@@ -36,32 +34,8 @@ func TestNetworkCutOffline(t *testing.T) {
 
 	proxy.blackhole()
 	cutAt := time.Now()
-	g.Eventually(func(g Gomega) {
-		for _, c := range clusters(g, ws, cutLabels) {
-			g.Expect(isOffline(c)).To(BeTrue(), "%s: %s", c.Name, c.Status.Display.State)
-		}
-	}, wait, tick).Should(Succeed())
-	t.Logf("RECOVERY network-cut: traffic blackholed -> clusters Offline in %s (threshold 6s)", since(cutAt))
-
-	rollout := time.Now()
-	putBundle(t, ws, "netcut-app", "v1", all, "netcut-app")
-	g.Eventually(func(g Gomega) {
-		bds := bundleDeployments(g, ws, "netcut-app")
-		g.Expect(bds).To(HaveLen(total))
-		online := 0
-		for _, c := range clusters(g, ws, all) {
-			bd := bds[c.Name]
-			if c.Labels["group"] == "cut" {
-				g.Expect(bd.Status.AppliedDeploymentID).To(BeEmpty(), "a cut-off agent cannot apply")
-				g.Expect(meta.IsStatusConditionTrue(bd.Status.Conditions, fleet.ConditionOffline)).To(BeTrue(), "%s marked Offline", bd.Name)
-				continue
-			}
-			g.Expect(deployedID(bd)).To(BeTrue(), "%s not deployed: %+v", c.Name, bd.Status)
-			online++
-		}
-		g.Expect(online).To(Equal(total - cut))
-	}, wait, tick).Should(Succeed())
-	t.Logf("RECOVERY network-cut: rollout to the %d reachable clusters complete in %s", total-cut, since(rollout))
+	offlineThenPartialRollout(t, g, cutCase{name: "network-cut", how: "traffic blackholed", ws: ws, all: all,
+		total: total, cut: cut, bundle: "netcut-app"}, cutAt)
 	g.Expect(cutSim.Stats.Applied.Load()).To(BeZero())
 
 	// The network comes back; the same agent processes carry on.
