@@ -172,8 +172,15 @@ func run(ctx context.Context, opts Options) error {
 	bootstrapRef.Name, bootstrapRef.Namespace = register.BootstrapSecretName, opts.Namespace
 
 	wait := opts.RetryMin
+	// One registration request across retries (see Options.ClientRandom);
+	// a new one after a success or a refused token.
+	random := register.NewClientRandom()
 	for ctx.Err() == nil {
-		cred, err := register.Get(ctx, register.Options{Downstream: down, Namespace: opts.Namespace, PollInterval: opts.RegistrationPollInterval})
+		cred, err := register.Get(ctx, register.Options{Downstream: down, Namespace: opts.Namespace,
+			PollInterval: opts.RegistrationPollInterval, ClientRandom: random})
+		if err == nil || errors.Is(err, register.ErrRefused) {
+			random = register.NewClientRandom()
+		}
 		if err == nil {
 			wait = opts.RetryMin
 			err = runRegistered(ctx, opts, down, cred)

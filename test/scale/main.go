@@ -38,6 +38,7 @@ func main() {
 		clusters = flag.Int("clusters", 0, "override the scenario's number of clusters (e.g. a 200-cluster 1k-1 while iterating)")
 		bundles  = flag.Int("bundles", -1, "override the scenario's number of bundles")
 		perBndl  = flag.Int("resources", 0, "override the scenario's resources per bundle")
+		regConc  = flag.Int("register-concurrency", -1, "override how many agents register at once (0: all)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -73,6 +74,9 @@ func main() {
 		}
 		if *perBndl > 0 {
 			sc.ResourcesPerBundle = *perBndl
+		}
+		if *regConc >= 0 {
+			sc.RegisterConcurrency = *regConc
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
 			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}

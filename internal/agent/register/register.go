@@ -48,6 +48,25 @@ type Options struct {
 	PollInterval time.Duration
 	// Timeout bounds the wait for a registration to be granted (30m).
 	Timeout time.Duration
+	// ClientRandom is the registration's random value (NewClientRandom);
+	// empty means a new one. A caller that retries a failed registration
+	// passes the same value each time, so that a retry picks up the
+	// earlier attempt's ClusterRegistration (the name derives from it) and
+	// hand-over Secret instead of filing a new request the manager would
+	// grant as well: in a burst of thousands of agents, abandoned requests
+	// otherwise multiply the manager's work exactly when it is behind.
+	// Use a new value after a success or a refused token.
+	ClientRandom string
+}
+
+// NewClientRandom returns a new random value for Options.ClientRandom.
+func NewClientRandom() string { return randomHex(32) }
+
+// registrationName is the ClusterRegistration of one (random, clientID):
+// retries of one registration find their own request. The random value
+// comes first: KeyHash reads only the first 100 bytes.
+func registrationName(clientID, random string) string {
+	return "request-" + names.KeyHash(random + "/" + clientID)[:10]
 }
 
 // MaxPollWait caps the wait between two checks for a granted credential.
@@ -236,13 +255,17 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	if pod := os.Getenv("POD_NAME"); pod != "" {
 		labels[fleet.CreatedByAgentPodLabel] = pod
 	}
-	random := randomHex(32)
+	random := opts.ClientRandom
+	if random == "" {
+		random = NewClientRandom()
+	}
 	reg := &fleet.ClusterRegistration{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "request-", Namespace: b.ClusterNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: registrationName(clientID, random), Namespace: b.ClusterNamespace,
 			Labels: map[string]string{fleet.RegistrationTokenLabel: b.TokenName}},
 		Spec: fleet.ClusterRegistrationSpec{ClientID: clientID, ClientRandom: random, ClusterLabels: labels},
 	}
-	if err := up.Create(ctx, reg); err != nil {
+	if err := up.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
+		// AlreadyExists: an earlier attempt's request, which still counts.
 		if apierrors.IsUnauthorized(err) {
 			return nil, fmt.Errorf("registration token %q refused by the manager (expired or deleted): %w", b.TokenName, ErrRefused)
 		}

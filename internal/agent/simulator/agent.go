@@ -85,6 +85,8 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 	ctx = log.IntoContext(ctx, l)
 	a.done = ctx.Done()
 	wait := 2 * time.Second
+	// Retries continue one registration request (register.Options.ClientRandom).
+	random := register.NewClientRandom()
 	for {
 		if sem != nil {
 			select {
@@ -93,7 +95,7 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 				return
 			}
 		}
-		cred, err := register.Register(ctx, register.Options{PollInterval: a.s.opts.RegistrationPollInterval},
+		cred, err := register.Register(ctx, register.Options{PollInterval: a.s.opts.RegistrationPollInterval, ClientRandom: random},
 			a.s.opts.Bootstrap, register.AgentConfig{ClientID: a.clientID, Labels: a.labels()})
 		if sem != nil {
 			<-sem

@@ -49,6 +49,8 @@ type childConfig struct {
 	Mode           simulator.Mode      `json:"mode,omitempty"`
 	Bootstrap      *register.Bootstrap `json:"bootstrap,omitempty"`
 	ClientIDPrefix string              `json:"clientIDPrefix,omitempty"`
+	// RegisterConcurrency bounds the agents registering at once (0: all).
+	RegisterConcurrency int `json:"registerConcurrency,omitempty"`
 }
 
 // MaybeChild runs the child role named in the environment and exits; it
@@ -118,7 +120,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 // first agent starts so that the harness can tell the per-agent cost.
 func runAgents(ctx context.Context, cfg childConfig) error {
 	opts := simulator.Options{Count: cfg.Count, Bootstrap: cfg.Bootstrap, Mode: cfg.Mode,
-		ClientIDPrefix: cfg.ClientIDPrefix, CheckinInterval: cfg.CheckinInterval}
+		ClientIDPrefix: cfg.ClientIDPrefix, CheckinInterval: cfg.CheckinInterval, Concurrency: cfg.RegisterConcurrency}
 	if cfg.Mode == simulator.RealApply {
 		rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 		if err != nil {

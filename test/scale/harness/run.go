@@ -174,7 +174,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	reg := tr.startClusterPhase(sc.Clusters)
 	agentsCfg := childConfig{Count: sc.Clusters, Mode: sc.Mode, Bootstrap: boot, CheckinInterval: o.CheckinInterval,
-		ClientIDPrefix: "scale-" + sc.Name}
+		ClientIDPrefix: "scale-" + sc.Name, RegisterConcurrency: sc.RegisterConcurrency}
 	if down != nil {
 		agentsCfg.Kubeconfig = down.Kubeconfig
 	}
