@@ -282,7 +282,7 @@ func partitions(b *fleet.Bundle, rs *fleet.RolloutStrategy, plans []*Plan) ([]*P
 		return nil, fmt.Errorf("rolloutStrategy.autoPartitionSize: %w", err)
 	}
 	sorted := append([]*Plan(nil), plans...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Target.Key() < sorted[j].Target.Key() })
+	sort.SliceStable(sorted, func(i, j int) bool { return KeyLess(sorted[i].Target, sorted[j].Target) })
 	var parts []*Partition
 	for off := 0; off < len(sorted); off += n {
 		end := min(off+n, len(sorted))

@@ -1,10 +1,12 @@
 package target
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
@@ -49,6 +51,30 @@ type Target struct {
 
 // Key is "<namespace>/<name>" of the cluster.
 func (t *Target) Key() string { return t.Cluster.Namespace + "/" + t.Cluster.Name }
+
+// KeyLess reports whether a's Key sorts before b's, without building the
+// keys: sorting a bundle's 10,000 targets by Key built ~280,000 strings on
+// every pass, 15 % of the manager's CPU at 10,000 clusters.
+func KeyLess(a, b *Target) bool {
+	return compareKeys(a.Cluster.Namespace, a.Cluster.Name, b.Cluster.Namespace, b.Cluster.Name) < 0
+}
+
+// compareKeys compares "ans/an" with "bns/bn" as strings. Namespaces never
+// contain '/', so where one namespace is a prefix of the other, the
+// shorter key's '/' meets a different byte of the longer namespace.
+func compareKeys(ans, an, bns, bn string) int {
+	if ans == bns {
+		return strings.Compare(an, bn)
+	}
+	n := min(len(ans), len(bns))
+	if c := strings.Compare(ans[:n], bns[:n]); c != 0 {
+		return c
+	}
+	if len(ans) < len(bns) {
+		return cmp.Compare('/', bns[n])
+	}
+	return cmp.Compare(ans[n], '/')
+}
 
 // BundleError is bad bundle input that stops the whole bundle (an invalid
 // selector, a repo pattern violation). It is never retried until the input
@@ -97,7 +123,7 @@ func Compute(in Input) ([]*Target, error) {
 		}
 		out = append(out, t)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	sort.Slice(out, func(i, j int) bool { return KeyLess(out[i], out[j]) })
 	return out, nil
 }
 
