@@ -9,7 +9,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,6 +98,22 @@ func SetGrants(role *rbacv1.ClusterRole, grants map[string]time.Time) {
 	role.Annotations[GrantsAnnotation] = string(raw)
 }
 
+// SetContentRole makes role the Content role of cluster namespace ns: its
+// name, the single rule allowing exactly names, the grants annotation, and
+// the labels the manager's cache selects it by. The bundle reconciler
+// (grants) and the content role reconciler (repair, prune) both write roles
+// through it, so the two cannot disagree on what a role looks like.
+func SetContentRole(role *rbacv1.ClusterRole, ns string, names []string, grants map[string]time.Time) {
+	role.Name = ContentRoleName(ns)
+	role.Rules = ContentRules(names)
+	SetGrants(role, grants)
+	if role.Labels == nil {
+		role.Labels = map[string]string{}
+	}
+	role.Labels[ContentRoleLabel] = ns
+	role.Labels[fleet.ManagedLabel] = "true"
+}
+
 // grantAttempts bounds the optimistic-lock retries of one grant.
 const grantAttempts = 5
 
@@ -165,20 +180,11 @@ func (r *Reconciler) writeGrant(ctx context.Context, ns string, contents []strin
 			grants[c] = now
 		}
 		if exists {
-			role.Rules = ContentRules(append(GrantedContents(role), missing...))
-			SetGrants(role, grants)
-			if role.Labels == nil {
-				role.Labels = map[string]string{}
-			}
-			role.Labels[ContentRoleLabel] = ns
-			role.Labels[fleet.ManagedLabel] = "true"
+			SetContentRole(role, ns, append(GrantedContents(role), missing...), grants)
 			err = r.Update(ctx, role)
 		} else {
-			role = &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: key.Name, Labels: map[string]string{ContentRoleLabel: ns, fleet.ManagedLabel: "true"}},
-				Rules:      ContentRules(missing),
-			}
-			SetGrants(role, grants)
+			role = &rbacv1.ClusterRole{}
+			SetContentRole(role, ns, missing, grants)
 			err = r.Create(ctx, role)
 		}
 		if err == nil {

@@ -18,14 +18,11 @@ import (
 // round of the same writer, and every caller waits for the write that
 // covers its own names.
 type grantBatcher struct {
-	mu     sync.Mutex
-	queues map[string]*grantQueue
-}
-
-// grantQueue is the state of one namespace while it has a writer.
-type grantQueue struct {
-	// next collects the names asked for while the writer is busy.
-	next *grantBatch
+	mu sync.Mutex
+	// pending has an entry for each namespace whose writer is running;
+	// the value collects the requests for the writer's next round (nil:
+	// none yet).
+	pending map[string]*grantBatch
 }
 
 // grantBatch is one write: the union of the names of its callers.
@@ -44,18 +41,14 @@ type writeGrantFunc func(ctx context.Context, ns string, names []string, base *g
 // that includes them has finished (with that write's error).
 func (g *grantBatcher) grant(ctx context.Context, ns string, names []string, write writeGrantFunc) error {
 	g.mu.Lock()
-	if g.queues == nil {
-		g.queues = map[string]*grantQueue{}
+	if g.pending == nil {
+		g.pending = map[string]*grantBatch{}
 	}
-	q, busy := g.queues[ns]
-	if !busy {
-		q = &grantQueue{}
-		g.queues[ns] = q
+	b, busy := g.pending[ns]
+	if b == nil {
+		b = &grantBatch{done: make(chan struct{})}
+		g.pending[ns] = b
 	}
-	if q.next == nil {
-		q.next = &grantBatch{done: make(chan struct{})}
-	}
-	b := q.next
 	b.names = append(b.names, names...)
 	g.mu.Unlock()
 
@@ -73,13 +66,13 @@ func (g *grantBatcher) grant(ctx context.Context, ns string, names []string, wri
 	base := &grantBase{}
 	for {
 		g.mu.Lock()
-		cur := q.next
-		q.next = nil
+		cur := g.pending[ns]
 		if cur == nil {
-			delete(g.queues, ns)
+			delete(g.pending, ns)
 			g.mu.Unlock()
 			return b.err
 		}
+		g.pending[ns] = nil // still busy: later requests start a new round
 		g.mu.Unlock()
 		cur.err = write(wctx, ns, cur.names, base)
 		close(cur.done)

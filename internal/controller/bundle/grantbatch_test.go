@@ -48,8 +48,8 @@ func TestGrantBatcherMergesConcurrentRequests(t *testing.T) {
 	waitFor(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		q := g.queues["ns1"]
-		return q != nil && q.next != nil && len(q.next.names) == 49
+		b := g.pending["ns1"]
+		return b != nil && len(b.names) == 49
 	})
 	// Another namespace is not held up by ns1's writer.
 	if err := g.grant(ctx, "ns2", []string{"x"}, func(context.Context, string, []string, *grantBase) error { return nil }); err != nil {
@@ -74,8 +74,8 @@ func TestGrantBatcherMergesConcurrentRequests(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.queues) != 0 {
-		t.Fatalf("idle batcher still holds queues: %v", g.queues)
+	if len(g.pending) != 0 {
+		t.Fatalf("idle batcher still holds namespaces: %v", g.pending)
 	}
 }
 

@@ -201,11 +201,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		srcErrs []string
 		g       errgroup.Group
 	)
-	limit := r.Opts.ParallelWrites
-	if limit <= 0 {
-		limit = DefaultParallelWrites
-	}
-	g.SetLimit(limit)
+	g.SetLimit(r.Opts.ParallelWrites)
 	for _, p := range plans {
 		if p.Deployment == nil {
 			continue

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +27,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/controller/since"
 )
 
 // Options configure the status controllers.
@@ -83,7 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := bundle.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	cr := &ClusterReconciler{Client: mgr.GetClient(), Opts: opts, waiting: map[types.NamespacedName]time.Time{}}
+	cr := &ClusterReconciler{Client: mgr.GetClient(), Opts: opts}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -96,10 +96,9 @@ type ClusterReconciler struct {
 	client.Client
 	Opts Options
 
-	mu sync.Mutex
 	// waiting records since when a cluster has had BundleDeployments its
 	// online agent has not applied (see Options.Settle).
-	waiting map[types.NamespacedName]time.Time
+	waiting since.Tracker[types.NamespacedName]
 }
 
 // SetupWithManager watches Clusters and, coalesced, the BundleDeployments of
@@ -180,18 +179,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 // setWaiting records whether the cluster waits for its agent and returns
 // since when (zero when it does not).
 func (r *ClusterReconciler) setWaiting(key types.NamespacedName, waiting bool) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !waiting {
-		delete(r.waiting, key)
+		r.waiting.Clear(key)
 		return time.Time{}
 	}
-	since, ok := r.waiting[key]
-	if !ok {
-		since = r.Opts.Now()
-		r.waiting[key] = since
-	}
-	return since
+	return r.waiting.Mark(key, r.Opts.Now())
 }
 
 // markDeployments sets (offline) or removes (online) the Offline condition

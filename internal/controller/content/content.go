@@ -79,7 +79,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts, staleSince: map[string]time.Time{}}
+	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts}
 	return rr.SetupWithManager(mgr)
 }
 

@@ -6,12 +6,10 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +20,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/controller/since"
 )
 
 // RoleReconciler maintains fleet-content-<clusterNamespace>; requests carry
@@ -39,19 +38,15 @@ type RoleReconciler struct {
 	client.Client
 	Opts Options
 
-	mu sync.Mutex
 	// staleSince records, per cluster namespace, since when its role has
 	// granted more than it needs. In memory only: after a restart the
 	// prune simply waits one more GrantGrace.
-	staleSince map[string]time.Time
+	staleSince since.Tracker[string]
 }
 
 // SetupWithManager watches BundleDeployments, Clusters and the roles
 // themselves (to repair edits).
 func (r *RoleReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.staleSince == nil {
-		r.staleSince = map[string]time.Time{}
-	}
 	byName := func(ns string) reconcile.Request {
 		return reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}
 	}
@@ -163,7 +158,7 @@ func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.R
 	}
 	exists := err == nil
 	if len(clusters.Items) == 0 && len(bds.Items) == 0 {
-		r.forget(ns)
+		r.staleSince.Clear(ns)
 		if exists && role.Labels[RoleLabel] == ns {
 			if err := r.Delete(ctx, role); err != nil && !apierrors.IsNotFound(err) {
 				return ctrl.Result{}, err
@@ -173,11 +168,9 @@ func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.R
 	}
 	now := time.Now()
 	if !exists {
-		r.forget(ns)
-		role = &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: RoleName(ns), Labels: map[string]string{RoleLabel: ns, fleet.ManagedLabel: "true"}},
-			Rules:      DesiredRules(referenced),
-		}
+		r.staleSince.Clear(ns)
+		role = &rbacv1.ClusterRole{}
+		bundle.SetContentRole(role, ns, referenced, nil)
 		if err := r.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
 		}
@@ -187,63 +180,42 @@ func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.R
 	p := planRole(referenced, granted, bundle.Grants(role), now, r.Opts.GrantGrace)
 	// Anything but our one canonical rule (an edit) is repaired at once.
 	canonical := rulesEqual(role.Rules, DesiredRules(granted)) && role.Labels[RoleLabel] == ns
-	var res ctrl.Result
 	switch {
 	case p.Missing || !canonical:
 		// Write now.
 	case p.Stale:
-		since := r.markStale(ns, now)
-		if wait := r.Opts.GrantGrace - now.Sub(since); wait > 0 {
+		staleFrom := r.staleSince.Mark(ns, now)
+		if wait := r.Opts.GrantGrace - now.Sub(staleFrom); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait + spread(r.Opts.GrantGrace)}, nil
 		}
 	default:
-		r.forget(ns)
-		if !p.Expiry.IsZero() {
-			// A grant made ahead of its deployment: look again when it
-			// expires, in case the deployment never came.
-			res.RequeueAfter = p.Expiry.Sub(now) + spread(r.Opts.GrantGrace)
-		}
-		return res, nil
+		r.staleSince.Clear(ns)
+		return p.recheck(now, r.Opts.GrantGrace), nil
 	}
-	role.Rules = DesiredRules(p.Names)
-	bundle.SetGrants(role, p.Grants)
-	if role.Labels == nil {
-		role.Labels = map[string]string{}
-	}
-	role.Labels[RoleLabel] = ns
-	role.Labels[fleet.ManagedLabel] = "true"
+	bundle.SetContentRole(role, ns, p.Names, p.Grants)
 	// The update carries the cached resourceVersion: a grant written
 	// meanwhile makes it fail with a conflict and retry on fresh data.
 	if err := r.Update(ctx, role); err != nil {
 		return ctrl.Result{}, fmt.Errorf("updating ClusterRole %s: %w", role.Name, err)
 	}
-	r.forget(ns)
-	if !p.Expiry.IsZero() {
-		res.RequeueAfter = p.Expiry.Sub(now) + spread(r.Opts.GrantGrace)
+	r.staleSince.Clear(ns)
+	return p.recheck(now, r.Opts.GrantGrace), nil
+}
+
+// recheck looks at the role again when its earliest fresh grant expires
+// (nothing when it has none): a grant made ahead of its deployment must go
+// if the deployment never came.
+func (p rolePlan) recheck(now time.Time, grace time.Duration) ctrl.Result {
+	if p.Expiry.IsZero() {
+		return ctrl.Result{}
 	}
-	return res, nil
+	return ctrl.Result{RequeueAfter: p.Expiry.Sub(now) + spread(grace)}
 }
 
 // spread is a small random delay so that the prunes after a rollout to many
 // clusters do not all land in the same second.
 func spread(d time.Duration) time.Duration {
 	return time.Second + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
-func (r *RoleReconciler) markStale(ns string, now time.Time) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t, ok := r.staleSince[ns]; ok {
-		return t
-	}
-	r.staleSince[ns] = now
-	return now
-}
-
-func (r *RoleReconciler) forget(ns string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.staleSince, ns)
 }
 
 func rulesEqual(a, b []rbacv1.PolicyRule) bool {
