@@ -65,7 +65,7 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 func (r *Reconciler) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
 	id := manifest.ManifestIDOf(deploymentID)
 	c := &fleet.Content{}
-	err := retryContent(ctx, func() error { return r.apiReader.Get(ctx, types.NamespacedName{Name: id}, c) })
+	err := RetryFreshContent(ctx, func() error { return r.apiReader.Get(ctx, types.NamespacedName{Name: id}, c) })
 	if err != nil {
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
@@ -225,9 +225,12 @@ func (r *Reconciler) collect(ctx context.Context) error {
 	return nil
 }
 
-// retryContent runs get up to 5 times while it fails with 403 or 404,
-// waiting 0.1s, 0.2s, 0.4s, 0.8s in between.
-func retryContent(ctx context.Context, get func() error) error {
+// RetryFreshContent runs get, the read of a Content a BundleDeployment has
+// just pointed at, up to 5 times while it fails with 403 or 404, waiting
+// 0.1s, 0.2s, 0.4s, 0.8s in between: the manager grants before it
+// publishes, but the API server's authorizer may lag a moment. The real
+// agent and the simulated agents both read Contents through it.
+func RetryFreshContent(ctx context.Context, get func() error) error {
 	d := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := get()

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/bundledeployment"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/heartbeat"
 	"github.com/fleetgo/fleet/internal/agent/register"
@@ -380,19 +381,14 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 
 // manifest GETs the Content named by the deploymentID, with the agent's own
 // credential (which may read only the Contents of its BundleDeployments).
-// Like the real agent, it retries a 403/404 a few times quickly (0.1s,
-// doubling, 5 tries): the grant precedes the deployment, but the API
-// server's authorizer may lag a moment behind.
+// Like the real agent, it retries a 403/404 a few times quickly
+// (bundledeployment.RetryFreshContent).
 func (a *agent) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
 	c := &fleet.Content{}
 	id := manifest.ManifestIDOf(deploymentID)
-	var err error
-	for attempt, d := 1, 100*time.Millisecond; ; attempt, d = attempt+1, d*2 {
-		err = a.s.fleetClient.Get().Resource("contents").Name(id).Do(ctx).Into(c)
-		if err == nil || attempt == 5 || !(apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) || !sleep(ctx, d) {
-			break
-		}
-	}
+	err := bundledeployment.RetryFreshContent(ctx, func() error {
+		return a.s.fleetClient.Get().Resource("contents").Name(id).Do(ctx).Into(c)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
