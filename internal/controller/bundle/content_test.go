@@ -33,18 +33,32 @@ func manifestID(t *testing.T, res []fleet.BundleResource) string {
 // bound, as registration binds an agent, to fleet-content-<nsA>.
 func agentClient(t *testing.T, ctx context.Context, clusterNS string) client.Client {
 	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: "agent"}}
-	must(t, env.Client.Create(ctx, sa))
+	return agentCredential(t, ctx, clusterNS, "agent")
+}
+
+// agentCredential creates ServiceAccount sa in clusterNS, bound as
+// registration binds an agent to fleet-content-<clusterNS> and, when rules
+// are given, to a Role of them in clusterNS; it returns a client with a
+// token of sa.
+func agentCredential(t *testing.T, ctx context.Context, clusterNS, sa string, rules ...rbacv1.PolicyRule) client.WithWatch {
+	t.Helper()
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: clusterNS, Name: sa}}
+	must(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa}}))
+	if len(rules) > 0 {
+		must(t, env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa}, Rules: rules}))
+		must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa}, Subjects: subject}))
+	}
 	must(t, env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: clusterNS + "-agent-content"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterNS + "-" + sa + "-content"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: content.RoleName(clusterNS)},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: clusterNS, Name: "agent"}},
+		Subjects:   subject,
 	}))
-	tr, err := env.Clientset.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, "agent", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	tr, err := env.Clientset.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, sa, &authv1.TokenRequest{}, metav1.CreateOptions{})
 	must(t, err)
 	cfg := rest.AnonymousClientConfig(env.Config)
 	cfg.BearerToken = tr.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme})
 	must(t, err)
 	return c
 }

@@ -7,20 +7,16 @@ import (
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/content"
 	"github.com/fleetgo/fleet/internal/manifest"
-	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // agentWatchClient is a client with an agent-like credential for a cluster
@@ -28,23 +24,8 @@ import (
 // fleet-content-<ns> as registration binds it, get Contents.
 func agentWatchClient(t *testing.T, ctx context.Context, clusterNS string) client.WithWatch {
 	t.Helper()
-	const sa = "agent-watch"
-	must(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa}}))
-	must(t, env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}}}}))
-	must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: clusterNS, Name: sa},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: clusterNS, Name: sa}}}))
-	must(t, env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: clusterNS + "-" + sa + "-content"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: content.RoleName(clusterNS)},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: clusterNS, Name: sa}}}))
-	tr, err := env.Clientset.CoreV1().ServiceAccounts(clusterNS).CreateToken(ctx, sa, &authv1.TokenRequest{}, metav1.CreateOptions{})
-	must(t, err)
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tr.Status.Token
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme})
-	must(t, err)
-	return c
+	return agentCredential(t, ctx, clusterNS, "agent-watch",
+		rbacv1.PolicyRule{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}})
 }
 
 // observer watches one cluster namespace as its agent would and, the moment
