@@ -76,6 +76,8 @@ type Reconciler struct {
 	// reconciler's last write of it, until the cache shows that generation
 	// (see cacheBehind).
 	written sync.Map
+	// objs reads the informer stores without copying (nil: List).
+	objs *cachedObjects
 	// grants batches the Content grants of concurrent reconciles per
 	// cluster namespace (see grantBatcher).
 	grants grantBatcher
@@ -87,7 +89,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts}
+	objs, err := newCachedObjects(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs}
 	return r.SetupWithManager(mgr)
 }
 

@@ -190,6 +190,11 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 	if err := r.grantContents(ctx, bd.Namespace, ContentsOf(bd)); err != nil {
 		return err
 	}
+	// The status may be the cache's own (planCopy): the API response is
+	// decoded into bd, which must not write into the cache's memory. The
+	// server ignores a status sent to the main resource anyway.
+	shown := bd.Status
+	bd.Status = fleet.BundleDeploymentStatus{}
 	if cached == nil {
 		if err := r.Create(ctx, bd); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -201,6 +206,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {
+		bd.Status = shown // the Bundle summary still shows the last report
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return fmt.Errorf("BundleDeployment %s/%s changed meanwhile: %w", bd.Namespace, bd.Name, err)
 		}

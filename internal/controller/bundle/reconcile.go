@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,14 +101,13 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 // deleteDeployments deletes the bundle's deployments (and their values
 // Secrets) except those in keep, returning how many the cache still shows.
 func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, keep map[string]bool) (int, error) {
-	bds := &fleet.BundleDeploymentList{}
 	// Read-only use of the cached objects (Delete does not modify them).
-	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: bundleKey}, client.UnsafeDisableDeepCopy); err != nil {
+	bds, err := r.deploymentsOf(ctx, bundleKey)
+	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for i := range bds.Items {
-		bd := &bds.Items[i]
+	for _, bd := range bds {
 		if keep[bd.Namespace] || bd.Labels[fleet.ShardLabel] != r.Opts.ShardID {
 			// Another shard's deployment (the unsharded replica caches
 			// them all) is never ours to delete.
@@ -152,7 +152,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if b.Spec.ContentsID != "" {
 		manifestID = b.Spec.ContentsID
 	}
-	in, err := TargetInput(ctx, r.Client, b, manifestID)
+	in, err := targetInput(ctx, r.Client, r.objs, b, manifestID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -181,7 +181,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		}
 		p := &target.Plan{Target: t}
 		if bd := existing[t.Cluster.Status.Namespace]; bd != nil {
-			p.Deployment = bd.DeepCopy()
+			p.Deployment = planCopy(bd)
 		}
 		plans = append(plans, p)
 	}
@@ -234,6 +234,18 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	return ctrl.Result{RequeueAfter: jitter(resync)}, nil
 }
 
+// planCopy copies what a pass may modify of a cached deployment: its
+// metadata and spec. The status is shared with the cache, read only (the
+// rollout and the Bundle summary read it; putDeployment drops it before a
+// write). Deep-copying every target's status (resource lists, conditions)
+// on every pass was most of the copying at 10,000 clusters.
+func planCopy(bd *fleet.BundleDeployment) *fleet.BundleDeployment {
+	out := &fleet.BundleDeployment{TypeMeta: bd.TypeMeta, Status: bd.Status}
+	bd.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	bd.Spec.DeepCopyInto(&out.Spec)
+	return out
+}
+
 func pendingCreations(plans []*target.Plan) bool {
 	for _, p := range plans {
 		if p.Deployment == nil {
@@ -247,20 +259,22 @@ func pendingCreations(plans []*target.Plan) bool {
 // restrictions of its namespace. The controller reads them from its cache;
 // `fleet target` from the API server.
 func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifestID string) (target.Input, error) {
+	return targetInput(ctx, r, nil, b, manifestID)
+}
+
+// targetInput is TargetInput reading Clusters from objs when it is set.
+func targetInput(ctx context.Context, r client.Reader, objs *cachedObjects, b *fleet.Bundle, manifestID string) (target.Input, error) {
 	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline}
 	namespaces, err := bundleNamespaces(ctx, r, b)
 	if err != nil {
 		return in, err
 	}
 	for _, ns := range namespaces {
-		// Targeting only reads Clusters and ClusterGroups: listing them
-		// without copying saves a deep copy of every cluster per pass (a
-		// no-op for readers other than the controller's cache).
-		clusters := &fleet.ClusterList{}
-		if err := r.List(ctx, clusters, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		clusters, err := clustersIn(ctx, r, objs, ns)
+		if err != nil {
 			return in, err
 		}
-		if len(clusters.Items) == 0 {
+		if len(clusters) == 0 {
 			continue
 		}
 		groups := &fleet.ClusterGroupList{}
@@ -271,8 +285,7 @@ func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifest
 		for i := range groups.Items {
 			gs[i] = &groups.Items[i]
 		}
-		for i := range clusters.Items {
-			c := &clusters.Items[i]
+		for _, c := range clusters {
 			in.Clusters = append(in.Clusters, target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, gs)})
 		}
 	}
@@ -290,6 +303,23 @@ func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifest
 		}
 	}
 	return in, nil
+}
+
+// clustersIn lists a namespace's Clusters, from the informer store when objs
+// is set. Targeting only reads them.
+func clustersIn(ctx context.Context, r client.Reader, objs *cachedObjects, ns string) ([]*fleet.Cluster, error) {
+	if objs != nil {
+		return objs.clustersIn(ns)
+	}
+	list := &fleet.ClusterList{}
+	if err := r.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make([]*fleet.Cluster, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 // bundleNamespaces is the bundle's namespace plus those selected by the
@@ -331,15 +361,33 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 // The objects are the cache's own (not copied): callers only read them and
 // deep-copy the one they modify.
 func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (map[string]*fleet.BundleDeployment, error) {
-	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingFields{IndexBDBundle: b.Namespace + "/" + b.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	bds, err := r.deploymentsOf(ctx, b.Namespace+"/"+b.Name)
+	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*fleet.BundleDeployment, len(bds.Items))
-	for i := range bds.Items {
-		if bds.Items[i].DeletionTimestamp == nil {
-			out[bds.Items[i].Namespace] = &bds.Items[i]
+	out := make(map[string]*fleet.BundleDeployment, len(bds))
+	for _, bd := range bds {
+		if bd.DeletionTimestamp == nil {
+			out[bd.Namespace] = bd
 		}
+	}
+	return out, nil
+}
+
+// deploymentsOf returns the cached BundleDeployments of a bundle, not
+// copied: callers only read them.
+func (r *Reconciler) deploymentsOf(ctx context.Context, bundleKey string) ([]*fleet.BundleDeployment, error) {
+	if r.objs != nil {
+		return r.objs.deploymentsOf(bundleKey)
+	}
+	ns, name, _ := strings.Cut(bundleKey, "/")
+	bds := &fleet.BundleDeploymentList{}
+	if err := r.List(ctx, bds, client.MatchingLabels{fleet.BundleNamespaceLabel: ns, fleet.BundleLabel: name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make([]*fleet.BundleDeployment, len(bds.Items))
+	for i := range bds.Items {
+		out[i] = &bds.Items[i]
 	}
 	return out, nil
 }

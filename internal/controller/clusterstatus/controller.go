@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -45,8 +46,15 @@ type Options struct {
 	// Settle for a new cluster). A rollout then costs one Cluster status
 	// write, or none, instead of two; a state that lasts longer is written
 	// as before.
-	Settle  time.Duration
-	Workers int
+	Settle time.Duration
+	// RollupInterval is the least time between two writes of a cluster's
+	// roll-up that change only counts (the Ready and Offline conditions and
+	// the state stay as they are; default 15s). While bundles are being
+	// created for thousands of clusters, each cluster gets a new
+	// BundleDeployment every few seconds, and writing the count each time
+	// was almost one Cluster status patch per BundleDeployment.
+	RollupInterval time.Duration
+	Workers        int
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -63,6 +71,9 @@ func (o *Options) defaults() {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 10
+	}
+	if o.RollupInterval <= 0 {
+		o.RollupInterval = 15 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -99,6 +110,11 @@ type ClusterReconciler struct {
 	// waiting records since when a cluster has had BundleDeployments its
 	// online agent has not applied (see Options.Settle).
 	waiting since.Tracker[types.NamespacedName]
+
+	mu sync.Mutex
+	// written records when this reconciler last wrote a cluster's status
+	// (see Options.RollupInterval).
+	written map[types.NamespacedName]time.Time
 }
 
 // SetupWithManager watches Clusters and, coalesced, the BundleDeployments of
@@ -137,6 +153,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	c := &fleet.Cluster{}
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
 		r.setWaiting(rq.NamespacedName, false)
+		r.forgetWrite(rq.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil || c.Status.Namespace == "" {
@@ -162,18 +179,45 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 		if until := HoldUntil(c, owned, live, waitingSince, r.Opts.Settle); now.Before(until) {
 			return ctrl.Result{RequeueAfter: until.Sub(now) + 100*time.Millisecond}, nil
 		}
+		if CountsOnly(c, owned) {
+			if until := r.lastWrite(rq.NamespacedName).Add(r.Opts.RollupInterval); now.Before(until) {
+				return ctrl.Result{RequeueAfter: until.Sub(now) + 100*time.Millisecond}, nil
+			}
+		}
 		if err := r.Status().Patch(ctx, updated, client.MergeFromWithOptions(c, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
 				return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		r.recordWrite(rq.NamespacedName, now)
 	}
 	if live.Offline {
 		return ctrl.Result{RequeueAfter: jitter(resync)}, nil
 	}
 	// Wake up just after the cluster would turn offline.
 	return ctrl.Result{RequeueAfter: min(live.NextCheck+time.Second, jitter(resync))}, nil
+}
+
+func (r *ClusterReconciler) lastWrite(key types.NamespacedName) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.written[key]
+}
+
+func (r *ClusterReconciler) recordWrite(key types.NamespacedName, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = map[types.NamespacedName]time.Time{}
+	}
+	r.written[key] = at
+}
+
+func (r *ClusterReconciler) forgetWrite(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.written, key)
 }
 
 // setWaiting records whether the cluster waits for its agent and returns

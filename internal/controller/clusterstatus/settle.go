@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
@@ -57,4 +58,17 @@ func HoldUntil(c *fleet.Cluster, owned OwnedStatus, live Liveness, waitingSince 
 		return waitingSince.Add(settle)
 	}
 	return time.Time{}
+}
+
+// CountsOnly reports whether writing owned would change only the counts
+// of c's roll-up (summaries, ready bundles, resource counts, messages):
+// its Ready and Offline conditions keep their status and reason and its
+// state stays. Such a change can wait (Options.RollupInterval); any other
+// is news. Pure.
+func CountsOnly(c *fleet.Cluster, owned OwnedStatus) bool {
+	same := func(want metav1.Condition) bool {
+		have := meta.FindStatusCondition(c.Status.Conditions, want.Type)
+		return have != nil && have.Status == want.Status && have.Reason == want.Reason
+	}
+	return same(owned.Ready) && same(owned.Offline) && c.Status.Display.State == owned.State
 }

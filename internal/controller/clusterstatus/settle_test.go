@@ -109,3 +109,51 @@ func TestWaitsForAgent(t *testing.T) {
 		t.Error("NotReady is not waiting for the agent")
 	}
 }
+
+func TestCountsOnly(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason}
+	}
+	stored := &fleet.Cluster{}
+	stored.Status.Display.State = "Ready"
+	stored.Status.Conditions = []metav1.Condition{
+		cond(fleet.ConditionReady, metav1.ConditionTrue, "Ready"),
+		cond(fleet.ConditionOffline, metav1.ConditionFalse, "CheckedIn"),
+	}
+	owned := func(mut func(*OwnedStatus)) OwnedStatus {
+		o := OwnedStatus{
+			State:        "Ready",
+			ReadyBundles: "3/3",
+			Summary:      fleet.BundleSummary{Ready: 3, DesiredReady: 3},
+			Ready:        cond(fleet.ConditionReady, metav1.ConditionTrue, "Ready"),
+			Offline:      cond(fleet.ConditionOffline, metav1.ConditionFalse, "CheckedIn"),
+		}
+		if mut != nil {
+			mut(&o)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name  string
+		c     *fleet.Cluster
+		owned OwnedStatus
+		want  bool
+	}{
+		{"one more ready bundle", stored, owned(nil), true},
+		{"message only", stored, owned(func(o *OwnedStatus) { o.Ready.Message = "x" }), true},
+		{"turns not ready", stored, owned(func(o *OwnedStatus) {
+			o.Ready = cond(fleet.ConditionReady, metav1.ConditionFalse, "NotReady")
+			o.State = "NotReady"
+		}), false},
+		{"other reason", stored, owned(func(o *OwnedStatus) { o.Ready.Reason = "Other" }), false},
+		{"goes offline", stored, owned(func(o *OwnedStatus) { o.Offline = cond(fleet.ConditionOffline, metav1.ConditionTrue, "NoCheckIn") }), false},
+		{"state changes", stored, owned(func(o *OwnedStatus) { o.State = "Modified" }), false},
+		{"never written", &fleet.Cluster{}, owned(nil), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CountsOnly(tc.c, tc.owned); got != tc.want {
+				t.Fatalf("CountsOnly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
