@@ -21,6 +21,7 @@ import (
 
 	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/logging"
+	"github.com/fleetgo/fleet/internal/memlimit"
 	"github.com/fleetgo/fleet/internal/version"
 )
 
@@ -48,6 +49,9 @@ func main() {
 		return
 	}
 	log := logFlags.Setup("fleet-agent")
+	if limit := memlimit.Apply(); limit > 0 {
+		log.Info("Go memory limit set from the container limit", "bytes", limit)
+	}
 
 	var err error
 	if *kubeconfig != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/memlimit"
 	"github.com/fleetgo/fleet/internal/version"
 )
 
@@ -43,6 +44,9 @@ func main() {
 		return
 	}
 	log := logFlags.Setup("fleet-controller")
+	if limit := memlimit.Apply(); limit > 0 {
+		log.Info("Go memory limit set from the container limit", "bytes", limit)
+	}
 
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
