@@ -34,12 +34,18 @@ func Apply() int64 {
 			continue
 		}
 		if limit, ok := ParseLimit(string(b)); ok {
-			soft := int64(float64(limit) * Ratio)
-			debug.SetMemoryLimit(soft)
-			return soft
+			return ApplyLimit(limit)
 		}
 	}
 	return 0
+}
+
+// ApplyLimit sets the soft memory limit for a container limit of limit
+// bytes, as Apply does from the cgroup, and returns it.
+func ApplyLimit(limit int64) int64 {
+	soft := int64(float64(limit) * Ratio)
+	debug.SetMemoryLimit(soft)
+	return soft
 }
 
 // noLimit is above any real limit: cgroup v1 reports "unlimited" as a

@@ -39,6 +39,7 @@ func main() {
 		bundles  = flag.Int("bundles", -1, "override the scenario's number of bundles")
 		perBndl  = flag.Int("resources", 0, "override the scenario's resources per bundle")
 		regConc  = flag.Int("register-concurrency", -1, "override how many agents register at once (0: all)")
+		memLimit = flag.Int64("manager-memory-limit", 1<<30, "container memory limit (bytes) the manager runs as if under, as the fleet chart sets it; it gets 90% as its Go soft limit. 0: none")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -78,7 +79,7 @@ func main() {
 		if *regConc >= 0 {
 			sc.RegisterConcurrency = *regConc
 		}
-		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps),
+		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps), ManagerMemoryLimit: *memLimit,
 			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)

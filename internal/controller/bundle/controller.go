@@ -76,8 +76,10 @@ type Reconciler struct {
 	// reconciler's last write of it, until the cache shows that generation
 	// (see cacheBehind).
 	written sync.Map
-	// objs reads the informer stores without copying (nil: List).
-	objs *cachedObjects
+	// objs reads the informer stores without copying.
+	objs *CachedObjects
+	// largePasses bounds concurrent passes over many clusters (largePass).
+	largePasses chan struct{}
 	// grants batches the Content grants of concurrent reconciles per
 	// cluster namespace (see grantBatcher).
 	grants grantBatcher
@@ -89,11 +91,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	objs, err := newCachedObjects(ctx, mgr.GetCache())
+	objs, err := NewCachedObjects(ctx, mgr.GetCache())
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs, largePasses: make(chan struct{}, maxLargePasses)}
 	return r.SetupWithManager(mgr)
 }
 
@@ -343,14 +345,14 @@ func (r *Reconciler) namespaceLabelHandler() handler.EventHandler {
 // enqueueing the bundles whose deployments reference it.
 func (r *Reconciler) contentHandler() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		bds := &fleet.BundleDeploymentList{}
-		if err := r.List(ctx, bds, client.MatchingFields{IndexBDContent: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		bds, err := r.objs.DeploymentsUsing(o.GetName())
+		if err != nil {
 			return nil
 		}
 		seen := map[string]bool{}
 		var out []reconcile.Request
-		for i := range bds.Items {
-			k := BundleKeyOf(&bds.Items[i])
+		for _, bd := range bds {
+			k := BundleKeyOf(bd)
 			if rq, ok := reqForKey(k); ok && !seen[k] {
 				seen[k] = true
 				out = append(out, rq)

@@ -18,9 +18,6 @@ import (
 // clusterstatus). They let every reconcile read exactly the objects it needs
 // from the informer cache instead of listing against the API server.
 const (
-	// IndexBDContent maps a BundleDeployment to the manifest IDs of its
-	// current and staged deployment IDs (the Contents it needs).
-	IndexBDContent = "targeting.bd.content"
 	// IndexClusterNamespace maps a Cluster to its status.namespace.
 	IndexClusterNamespace = "targeting.cluster.status.namespace"
 )
@@ -40,11 +37,6 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 		return nil
 	}
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &fleet.BundleDeployment{}, IndexBDContent, func(o client.Object) []string {
-		return ContentsOf(o.(*fleet.BundleDeployment))
-	}); err != nil {
-		return fmt.Errorf("indexing bundledeployments by content: %w", err)
-	}
 	if err := idx.IndexField(ctx, &fleet.BundleDeployment{}, IndexBDDownstream, func(o client.Object) []string {
 		return DownstreamKeysOf(o.(*fleet.BundleDeployment))
 	}); err != nil {
@@ -93,25 +85,38 @@ func ContentsOf(bd *fleet.BundleDeployment) []string {
 	return out
 }
 
-// bdByBundle is an informer index (keys without controller-runtime's
-// namespace prefixes) of BundleDeployments by BundleKeyOf.
-const bdByBundle = "fleet:bd-bundle"
+// Informer indexes (keys without controller-runtime's namespace prefixes,
+// which a field index adds twice per object) of BundleDeployments.
+const (
+	bdByBundle  = "fleet:bd-bundle"
+	bdByContent = "fleet:bd-content"
+)
 
-// cachedObjects reads the informer stores directly. A client List copies
+// CachedObjects reads the informer stores directly. A client List copies
 // every object it returns into the list's Items, even with
 // UnsafeDisableDeepCopy: for a bundle with 10,000 targets that was 10,000
 // BundleDeployments and 10,000 Clusters copied on every pass (a quarter of
-// the manager's allocations at 10,000 clusters). The pointers returned here
-// are the cache's own and must never be modified.
-type cachedObjects struct {
+// the manager's allocations at 10,000 clusters), and the same again for
+// every reference count of a Content. The pointers returned here are the
+// cache's own and must never be modified.
+type CachedObjects struct {
 	bds      toolscache.Indexer
 	clusters toolscache.Indexer
 }
 
-// newCachedObjects adds the index it needs to the informers of c. It
-// returns nil (callers then List) when c's informers do not expose their
-// stores.
-func newCachedObjects(ctx context.Context, c cache.Cache) (*cachedObjects, error) {
+var (
+	cachedMu   sync.Mutex
+	cachedDone = map[cache.Cache]*CachedObjects{}
+)
+
+// NewCachedObjects adds its indexes to the informers of c, once per cache:
+// the bundle and content controllers share them.
+func NewCachedObjects(ctx context.Context, c cache.Cache) (*CachedObjects, error) {
+	cachedMu.Lock()
+	defer cachedMu.Unlock()
+	if co := cachedDone[c]; co != nil {
+		return co, nil
+	}
 	bdInf, err := c.GetInformer(ctx, &fleet.BundleDeployment{})
 	if err != nil {
 		return nil, err
@@ -123,51 +128,60 @@ func newCachedObjects(ctx context.Context, c cache.Cache) (*cachedObjects, error
 	bdSII, ok1 := bdInf.(toolscache.SharedIndexInformer)
 	clSII, ok2 := clInf.(toolscache.SharedIndexInformer)
 	if !ok1 || !ok2 {
-		return nil, nil
+		return nil, fmt.Errorf("the manager's cache does not expose informer stores (%T)", bdInf)
 	}
-	if _, exists := bdSII.GetIndexer().GetIndexers()[bdByBundle]; !exists {
-		if err := bdSII.AddIndexers(toolscache.Indexers{bdByBundle: func(o any) ([]string, error) {
+	if err := bdSII.AddIndexers(toolscache.Indexers{
+		bdByBundle: func(o any) ([]string, error) {
 			if obj, ok := o.(client.Object); ok {
 				if k := BundleKeyOf(obj); k != "" {
 					return []string{k}, nil
 				}
 			}
 			return nil, nil
-		}}); err != nil {
-			return nil, fmt.Errorf("indexing bundledeployments by bundle: %w", err)
-		}
+		},
+		bdByContent: func(o any) ([]string, error) {
+			if bd, ok := o.(*fleet.BundleDeployment); ok {
+				return ContentsOf(bd), nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("indexing bundledeployments: %w", err)
 	}
-	if _, exists := clSII.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !exists {
-		return nil, nil
+	if _, ok := clSII.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
+		return nil, fmt.Errorf("the manager's Cluster informer has no namespace index")
 	}
-	return &cachedObjects{bds: bdSII.GetIndexer(), clusters: clSII.GetIndexer()}, nil
+	co := &CachedObjects{bds: bdSII.GetIndexer(), clusters: clSII.GetIndexer()}
+	cachedDone[c] = co
+	return co, nil
 }
 
-// deploymentsOf returns the cached BundleDeployments of a bundle.
-func (co *cachedObjects) deploymentsOf(bundleKey string) ([]*fleet.BundleDeployment, error) {
-	items, err := co.bds.ByIndex(bdByBundle, bundleKey)
+// DeploymentsOf returns the cached BundleDeployments of a bundle
+// ("<namespace>/<name>").
+func (co *CachedObjects) DeploymentsOf(bundleKey string) ([]*fleet.BundleDeployment, error) {
+	return byIndex[*fleet.BundleDeployment](co.bds, bdByBundle, bundleKey)
+}
+
+// DeploymentsUsing returns the cached BundleDeployments whose current or
+// staged version (or content-name label) needs the Content.
+func (co *CachedObjects) DeploymentsUsing(content string) ([]*fleet.BundleDeployment, error) {
+	return byIndex[*fleet.BundleDeployment](co.bds, bdByContent, content)
+}
+
+// ClustersIn returns the cached Clusters of a namespace.
+func (co *CachedObjects) ClustersIn(ns string) ([]*fleet.Cluster, error) {
+	return byIndex[*fleet.Cluster](co.clusters, toolscache.NamespaceIndex, ns)
+}
+
+func byIndex[T any](idx toolscache.Indexer, name, key string) ([]T, error) {
+	items, err := idx.ByIndex(name, key)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*fleet.BundleDeployment, 0, len(items))
+	out := make([]T, 0, len(items))
 	for _, it := range items {
-		if bd, ok := it.(*fleet.BundleDeployment); ok {
-			out = append(out, bd)
-		}
-	}
-	return out, nil
-}
-
-// clustersIn returns the cached Clusters of a namespace.
-func (co *cachedObjects) clustersIn(ns string) ([]*fleet.Cluster, error) {
-	items, err := co.clusters.ByIndex(toolscache.NamespaceIndex, ns)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*fleet.Cluster, 0, len(items))
-	for _, it := range items {
-		if c, ok := it.(*fleet.Cluster); ok {
-			out = append(out, c)
+		if o, ok := it.(T); ok {
+			out = append(out, o)
 		}
 	}
 	return out, nil

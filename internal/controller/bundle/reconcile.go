@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +31,16 @@ const Finalizer = "fleet.cattle.io/bundle-finalizer"
 
 // resync is the long periodic re-check; events drive everything else.
 const resync = 30 * time.Minute
+
+// largePass is the number of visible clusters from which a pass counts as
+// large. Each large pass holds a plan and a copy of every target's
+// deployment until it ends: with ten 10,000-cluster bundles reconciling at
+// once that was 140 MiB of the manager's heap. At most maxLargePasses run
+// at once; other workers (small bundles) are not held up.
+const (
+	largePass      = 1000
+	maxLargePasses = 2
+)
 
 // moreToCreate requeues soon when maxNew held back creations.
 const moreToCreate = 200 * time.Millisecond
@@ -156,6 +165,14 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(in.Clusters) >= largePass {
+		select {
+		case r.largePasses <- struct{}{}:
+			defer func() { <-r.largePasses }()
+		case <-ctx.Done():
+			return ctrl.Result{}, ctx.Err()
+		}
+	}
 	targets, err := target.Compute(in)
 	if err != nil {
 		setError(b, err)
@@ -263,7 +280,7 @@ func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifest
 }
 
 // targetInput is TargetInput reading Clusters from objs when it is set.
-func targetInput(ctx context.Context, r client.Reader, objs *cachedObjects, b *fleet.Bundle, manifestID string) (target.Input, error) {
+func targetInput(ctx context.Context, r client.Reader, objs *CachedObjects, b *fleet.Bundle, manifestID string) (target.Input, error) {
 	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline}
 	namespaces, err := bundleNamespaces(ctx, r, b)
 	if err != nil {
@@ -307,9 +324,9 @@ func targetInput(ctx context.Context, r client.Reader, objs *cachedObjects, b *f
 
 // clustersIn lists a namespace's Clusters, from the informer store when objs
 // is set. Targeting only reads them.
-func clustersIn(ctx context.Context, r client.Reader, objs *cachedObjects, ns string) ([]*fleet.Cluster, error) {
+func clustersIn(ctx context.Context, r client.Reader, objs *CachedObjects, ns string) ([]*fleet.Cluster, error) {
 	if objs != nil {
-		return objs.clustersIn(ns)
+		return objs.ClustersIn(ns)
 	}
 	list := &fleet.ClusterList{}
 	if err := r.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
@@ -376,20 +393,8 @@ func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (
 
 // deploymentsOf returns the cached BundleDeployments of a bundle, not
 // copied: callers only read them.
-func (r *Reconciler) deploymentsOf(ctx context.Context, bundleKey string) ([]*fleet.BundleDeployment, error) {
-	if r.objs != nil {
-		return r.objs.deploymentsOf(bundleKey)
-	}
-	ns, name, _ := strings.Cut(bundleKey, "/")
-	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingLabels{fleet.BundleNamespaceLabel: ns, fleet.BundleLabel: name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	out := make([]*fleet.BundleDeployment, len(bds.Items))
-	for i := range bds.Items {
-		out[i] = &bds.Items[i]
-	}
-	return out, nil
+func (r *Reconciler) deploymentsOf(_ context.Context, bundleKey string) ([]*fleet.BundleDeployment, error) {
+	return r.objs.DeploymentsOf(bundleKey)
 }
 
 // ensureContent creates the Content named manifestID unless the cache

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,7 +76,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := bundle.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	cr := &ContentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts}
+	objs, err := bundle.NewCachedObjects(ctx, mgr.GetCache())
+	if err != nil {
+		return err
+	}
+	cr := &ContentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -92,6 +97,13 @@ type ContentReconciler struct {
 	client.Client
 	APIReader client.Reader
 	Opts      Options
+
+	objs *bundle.CachedObjects
+	// written remembers the reference count last read or written per
+	// Content, so that a reconcile whose count did not change makes no
+	// request (payloads are not cached, so checking costs a full GET).
+	mu      sync.Mutex
+	written map[string]int
 }
 
 // SetupWithManager watches Contents (metadata only: payloads are never
@@ -125,18 +137,23 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	c := &metav1.PartialObjectMetadata{}
 	c.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.mu.Lock()
+			delete(r.written, rq.Name)
+			r.mu.Unlock()
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	bds := &fleet.BundleDeploymentList{}
-	if err := r.List(ctx, bds, client.MatchingFields{bundle.IndexBDContent: c.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	bds, err := r.objs.DeploymentsUsing(c.Name)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	refs := 0
-	for i := range bds.Items {
-		if bds.Items[i].DeletionTimestamp == nil {
+	for _, bd := range bds {
+		if bd.DeletionTimestamp == nil {
 			refs++
 		}
 	}
@@ -170,15 +187,26 @@ func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, 
 	full := &fleet.Content{}
 	// Only metadata is cached (payloads can be large), so the stored count
 	// is read with one uncached GET; the patch is skipped when equal.
+	r.mu.Lock()
+	last, known := r.written[name]
+	r.mu.Unlock()
+	if known && last == refs {
+		return nil
+	}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, full); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if full.Status.ReferenceCount == refs {
-		return nil
+	if full.Status.ReferenceCount != refs {
+		patch := []byte(fmt.Sprintf(`{"status":{"referenceCount":%d}}`, refs))
+		if err := r.Status().Patch(ctx, &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
 	}
-	patch := []byte(fmt.Sprintf(`{"status":{"referenceCount":%d}}`, refs))
-	if err := r.Status().Patch(ctx, &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return client.IgnoreNotFound(err)
+	r.mu.Lock()
+	if r.written == nil {
+		r.written = map[string]int{}
 	}
+	r.written[name] = refs
+	r.mu.Unlock()
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/agent/simulator"
 	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/memlimit"
 )
 
 // The harness runs the manager and the simulated agents as child
@@ -40,7 +41,10 @@ type childConfig struct {
 	// to stdout as "PPROF <addr>".
 	PprofAddr string `json:"pprofAddr"`
 	// Manager.
-	ManagerQPS      float32       `json:"managerQPS,omitempty"`
+	ManagerQPS float32 `json:"managerQPS,omitempty"`
+	// MemoryLimit is the container memory limit the manager runs as if
+	// under (bytes; 0: none): it gets the soft limit memlimit would set.
+	MemoryLimit     int64         `json:"memoryLimit,omitempty"`
 	CheckinInterval time.Duration `json:"checkinInterval"`
 	// ShardID makes the manager a shard (only bundles labelled with it).
 	ShardID string `json:"shardID,omitempty"`
@@ -106,6 +110,9 @@ func runManager(ctx context.Context, cfg childConfig) error {
 		return err
 	}
 	rc.UserAgent = managerUserAgent
+	if cfg.MemoryLimit > 0 {
+		memlimit.ApplyLimit(cfg.MemoryLimit)
+	}
 	if cfg.ManagerQPS > 0 {
 		rc.QPS, rc.Burst = cfg.ManagerQPS, int(cfg.ManagerQPS*2)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fleetgo/fleet/internal/memlimit"
 )
 
 // Timing summarises how long each of a set of objects took.
@@ -70,15 +72,18 @@ type Result struct {
 	FloorCR        *Floor  `json:"floorCustomResource,omitempty"`
 	RatioToFloorCR float64 `json:"ratioToFloorCustomResource,omitempty"`
 	// Manager CPU is split by phase.
-	Manager             Process            `json:"manager"`
-	ManagerCPUByPhase   map[string]float64 `json:"managerCPUByPhase"`
-	Agents              Process            `json:"agents"`
-	RealAgent           *Process           `json:"realAgent,omitempty"`
-	Idle                *Requests          `json:"idle,omitempty"`
-	IdleAPIRequestsAll  float64            `json:"idleAPIRequestsAllClients,omitempty"`
-	IdleMutatingAllPerM float64            `json:"idleMutatingPerMinuteAllClients,omitempty"`
-	Etcd                *Etcd              `json:"etcd,omitempty"`
-	Profiles            []string           `json:"profiles,omitempty"`
+	Manager Process `json:"manager"`
+	// ManagerMemoryLimitMiB is the container limit the manager ran as if
+	// under (0: none; see Options.ManagerMemoryLimit).
+	ManagerMemoryLimitMiB float64            `json:"managerMemoryLimitMiB,omitempty"`
+	ManagerCPUByPhase     map[string]float64 `json:"managerCPUByPhase"`
+	Agents                Process            `json:"agents"`
+	RealAgent             *Process           `json:"realAgent,omitempty"`
+	Idle                  *Requests          `json:"idle,omitempty"`
+	IdleAPIRequestsAll    float64            `json:"idleAPIRequestsAllClients,omitempty"`
+	IdleMutatingAllPerM   float64            `json:"idleMutatingPerMinuteAllClients,omitempty"`
+	Etcd                  *Etcd              `json:"etcd,omitempty"`
+	Profiles              []string           `json:"profiles,omitempty"`
 	// Problems lists what could not be measured, and why.
 	Problems []string `json:"problems,omitempty"`
 	OutDir   string   `json:"outDir"`
@@ -138,6 +143,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	sort.Strings(phases)
 	row("manager CPU", "%.1fs total (%s)", r.Manager.CPUSeconds, strings.Join(phases, ", "))
 	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
+	if r.ManagerMemoryLimitMiB > 0 {
+		row("manager memory limit", "%.0f MiB container limit (Go soft limit %.0f MiB)", r.ManagerMemoryLimitMiB, r.ManagerMemoryLimitMiB*memlimit.Ratio)
+	}
 	row("agents process RSS", "peak %.0f MiB, end %.0f MiB, base %.0f MiB -> %.0f KiB per simulated cluster",
 		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
 	if r.RealAgent != nil {

@@ -41,6 +41,12 @@ type Options struct {
 	// ManagerQPS overrides the manager's client QPS (default: what
 	// cmd/fleet-controller uses).
 	ManagerQPS float32
+	// ManagerMemoryLimit is the container memory limit the manager runs
+	// as if under (bytes; 0: none). In a container, fleet-controller gives
+	// the Go runtime 90 % of its limit (internal/memlimit); the child
+	// process has no cgroup limit, so it gets the same soft limit set
+	// explicitly. The chart's limit is 1 GiB.
+	ManagerMemoryLimit int64
 	// CheckinInterval of the agents (default 15m, Fleet's default).
 	CheckinInterval time.Duration
 	// ProfileSeconds is the length of the manager CPU profile taken at the
@@ -129,12 +135,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 
 	logf("starting the manager")
-	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, CheckinInterval: o.CheckinInterval})
+	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
 	if err != nil {
 		return nil, err
 	}
 	defer mgr.stop()
-	shards, err := startShards(sc, o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, CheckinInterval: o.CheckinInterval})
+	shards, err := startShards(sc, o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +346,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		res.Profiles = append(res.Profiles, aheap)
 	}
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	res.ManagerMemoryLimitMiB = mib(o.ManagerMemoryLimit)
 	res.Manager = Process{CPUSeconds: cpuSeconds(mgr.pid()), PeakRSSMiB: mib(peakRSSBytes(mgr.pid())),
 		RSSMiB: mib(rssBytes(mgr.pid())), BaseRSSMiB: mib(mgr.baseRSS)}
 	arss := rssBytes(agents.pid())
