@@ -298,10 +298,7 @@ func targetInput(ctx context.Context, r client.Reader, objs *CachedObjects, b *f
 		if err := r.List(ctx, groups, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return in, err
 		}
-		gs := make([]*fleet.ClusterGroup, len(groups.Items))
-		for i := range groups.Items {
-			gs[i] = &groups.Items[i]
-		}
+		gs := pointers(groups.Items)
 		for _, c := range clusters {
 			in.Clusters = append(in.Clusters, target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, gs)})
 		}
@@ -332,11 +329,16 @@ func clustersIn(ctx context.Context, r client.Reader, objs *CachedObjects, ns st
 	if err := r.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	out := make([]*fleet.Cluster, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
+	return pointers(list.Items), nil
+}
+
+// pointers returns pointers to a list's items, in place.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
-	return out, nil
+	return out
 }
 
 // bundleNamespaces is the bundle's namespace plus those selected by the
