@@ -6,6 +6,7 @@ package summary
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,6 +97,12 @@ func Increment(s *fleet.BundleSummary, name string, state fleet.BundleState, bd 
 		r.Message = DeploymentMessage(bd)
 		r.ModifiedStatus = capped(bd.Status.ModifiedStatus)
 		r.NonReadyStatus = capped(bd.Status.NonReadyStatus)
+		// bd may be an informer cache's own object: the summary must not
+		// share memory with it, or decoding an API response into the
+		// summary's owner would write into the cache.
+		for i := range r.NonReadyStatus {
+			r.NonReadyStatus[i].Summary.Message = slices.Clone(r.NonReadyStatus[i].Summary.Message)
+		}
 	}
 	s.NonReadyResources = append(s.NonReadyResources, r)
 }

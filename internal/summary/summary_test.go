@@ -97,3 +97,28 @@ func TestAdd(t *testing.T) {
 		t.Fatalf("bad sum: %+v (%d entries)", a, len(a.NonReadyResources))
 	}
 }
+
+// TestIncrementSharesNoMemoryWithTheDeployment: the deployments passed in
+// are often an informer cache's own objects, and the summary is later the
+// target of a decoded API response; writing into the summary must never
+// change the deployment.
+func TestIncrementSharesNoMemoryWithTheDeployment(t *testing.T) {
+	bd := &fleet.BundleDeployment{}
+	bd.Status.NonReadyStatus = []fleet.NonReadyStatus{{Kind: "Deployment", Name: "web", Summary: fleet.Summary{State: "in-progress", Message: []string{"1 of 2 ready"}}}}
+	bd.Status.ModifiedStatus = []fleet.ModifiedStatus{{Kind: "ConfigMap", Name: "cm", Patch: "{}"}}
+	var s fleet.BundleSummary
+	Increment(&s, "ws/c1", fleet.NotReady, bd)
+	if len(s.NonReadyResources) != 1 || len(s.NonReadyResources[0].NonReadyStatus) != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	r := &s.NonReadyResources[0]
+	r.NonReadyStatus[0].Summary.Message[0] = "changed"
+	r.NonReadyStatus[0].Name = "changed"
+	r.ModifiedStatus[0].Patch = "changed"
+	if got := bd.Status.NonReadyStatus[0]; got.Name != "web" || got.Summary.Message[0] != "1 of 2 ready" {
+		t.Fatalf("the deployment's nonReadyStatus changed with the summary: %+v", got)
+	}
+	if bd.Status.ModifiedStatus[0].Patch != "{}" {
+		t.Fatalf("the deployment's modifiedStatus changed with the summary: %+v", bd.Status.ModifiedStatus[0])
+	}
+}
