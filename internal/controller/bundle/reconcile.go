@@ -111,7 +111,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 // Secrets) except those in keep, returning how many the cache still shows.
 func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, keep map[string]bool) (int, error) {
 	// Read-only use of the cached objects (Delete does not modify them).
-	bds, err := r.deploymentsOf(ctx, bundleKey)
+	bds, err := r.objs.DeploymentsOf(bundleKey)
 	if err != nil {
 		return 0, err
 	}
@@ -380,7 +380,7 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 // The objects are the cache's own (not copied): callers only read them and
 // deep-copy the one they modify.
 func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (map[string]*fleet.BundleDeployment, error) {
-	bds, err := r.deploymentsOf(ctx, b.Namespace+"/"+b.Name)
+	bds, err := r.objs.DeploymentsOf(b.Namespace + "/" + b.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -391,12 +391,6 @@ func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (
 		}
 	}
 	return out, nil
-}
-
-// deploymentsOf returns the cached BundleDeployments of a bundle, not
-// copied: callers only read them.
-func (r *Reconciler) deploymentsOf(_ context.Context, bundleKey string) ([]*fleet.BundleDeployment, error) {
-	return r.objs.DeploymentsOf(bundleKey)
 }
 
 // ensureContent creates the Content named manifestID unless the cache

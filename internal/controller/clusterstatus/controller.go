@@ -111,10 +111,9 @@ type ClusterReconciler struct {
 	// online agent has not applied (see Options.Settle).
 	waiting since.Tracker[types.NamespacedName]
 
-	mu sync.Mutex
-	// written records when this reconciler last wrote a cluster's status
+	// written maps a cluster to when this reconciler last wrote its status
 	// (see Options.RollupInterval).
-	written map[types.NamespacedName]time.Time
+	written sync.Map
 }
 
 // SetupWithManager watches Clusters and, coalesced, the BundleDeployments of
@@ -153,7 +152,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	c := &fleet.Cluster{}
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
 		r.setWaiting(rq.NamespacedName, false)
-		r.forgetWrite(rq.NamespacedName)
+		r.written.Delete(rq.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if c.DeletionTimestamp != nil || c.Status.Namespace == "" {
@@ -190,7 +189,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		r.recordWrite(rq.NamespacedName, now)
+		r.written.Store(rq.NamespacedName, now)
 	}
 	if live.Offline {
 		return ctrl.Result{RequeueAfter: jitter(resync)}, nil
@@ -199,25 +198,13 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	return ctrl.Result{RequeueAfter: min(live.NextCheck+time.Second, jitter(resync))}, nil
 }
 
+// lastWrite is when this reconciler last wrote the cluster's status (zero:
+// not since it started).
 func (r *ClusterReconciler) lastWrite(key types.NamespacedName) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.written[key]
-}
-
-func (r *ClusterReconciler) recordWrite(key types.NamespacedName, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.written == nil {
-		r.written = map[types.NamespacedName]time.Time{}
+	if v, ok := r.written.Load(key); ok {
+		return v.(time.Time)
 	}
-	r.written[key] = at
-}
-
-func (r *ClusterReconciler) forgetWrite(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.written, key)
+	return time.Time{}
 }
 
 // setWaiting records whether the cluster waits for its agent and returns

@@ -99,11 +99,10 @@ type ContentReconciler struct {
 	Opts      Options
 
 	objs *bundle.CachedObjects
-	// written remembers the reference count last read or written per
-	// Content, so that a reconcile whose count did not change makes no
-	// request (payloads are not cached, so checking costs a full GET).
-	mu      sync.Mutex
-	written map[string]int
+	// written maps a Content to the reference count last read or written,
+	// so that a reconcile whose count did not change makes no request
+	// (payloads are not cached, so checking costs a full GET).
+	written sync.Map
 }
 
 // SetupWithManager watches Contents (metadata only: payloads are never
@@ -138,9 +137,7 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	c.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mu.Lock()
-			delete(r.written, rq.Name)
-			r.mu.Unlock()
+			r.written.Delete(rq.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -187,10 +184,7 @@ func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, 
 	full := &fleet.Content{}
 	// Only metadata is cached (payloads can be large), so the stored count
 	// is read with one uncached GET; the patch is skipped when equal.
-	r.mu.Lock()
-	last, known := r.written[name]
-	r.mu.Unlock()
-	if known && last == refs {
+	if last, ok := r.written.Load(name); ok && last.(int) == refs {
 		return nil
 	}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, full); err != nil {
@@ -202,11 +196,6 @@ func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, 
 			return client.IgnoreNotFound(err)
 		}
 	}
-	r.mu.Lock()
-	if r.written == nil {
-		r.written = map[string]int{}
-	}
-	r.written[name] = refs
-	r.mu.Unlock()
+	r.written.Store(name, refs)
 	return nil
 }
