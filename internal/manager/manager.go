@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi/serve"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
@@ -60,7 +61,19 @@ type Options struct {
 	// OfflineThreshold is how long after its last check-in a cluster is
 	// Offline (default 3 × AgentCheckinInterval).
 	OfflineThreshold time.Duration
+	// ContentAPI is how agents read Contents (package contentapi). The
+	// zero value suits a manager running as a local process next to its
+	// API server (tests, `fleet dev`, the scale harness): listen on a
+	// loopback port and register an ExternalName Service for 127.0.0.1.
+	// fleet-controller sets Addr (":8443") and the in-cluster Service.
+	// Addr "0" turns the API off: agents then read Contents through a
+	// ClusterRoleBinding per cluster.
+	ContentAPI serve.Options
 }
+
+// ContentRBAC reports whether Contents are granted through RBAC (the
+// content API is off).
+func (o Options) ContentRBAC() bool { return !o.ContentAPI.Enabled() }
 
 // Defaults fills unset options.
 func (o *Options) Defaults() {
@@ -90,6 +103,10 @@ func (o *Options) Defaults() {
 	}
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.SystemNamespace
+	}
+	if o.ContentAPI.Addr == "" {
+		o.ContentAPI.Addr = "127.0.0.1:0"
+		o.ContentAPI.ExternalName = "127.0.0.1"
 	}
 }
 
@@ -162,6 +179,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 		if err := c.Setup(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	if opts.ContentAPI.Enabled() {
+		// Every replica serves; only the unsharded leader registers.
+		if err := serve.Setup(ctx, mgr, opts.ContentAPI, opts.SystemNamespace, opts.ShardID == ""); err != nil {
+			return nil, err
 		}
 	}
 	return mgr, nil

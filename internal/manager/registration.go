@@ -21,5 +21,6 @@ func setupRegistration(ctx context.Context, mgr ctrl.Manager, opts Options) erro
 		AgentTokenTTL:               opts.AgentTokenTTL,
 		AgentImage:                  opts.AgentImage,
 		Workers:                     opts.Workers,
+		ContentRBAC:                 opts.ContentRBAC(),
 	})
 }

@@ -121,7 +121,7 @@ func RequestSAName(reg *fleet.ClusterRegistration) string {
 
 func (r *RegistrationReconciler) grantOf(reg *fleet.ClusterRegistration, cluster string) grant {
 	return grant{SA: RequestSAName(reg), Registration: reg.Name, Workspace: reg.Namespace, Cluster: cluster,
-		ClusterNamespace: names.ClusterNamespace(reg.Namespace, cluster)}
+		ClusterNamespace: names.ClusterNamespace(reg.Namespace, cluster), ContentRBAC: r.Opts.ContentRBAC}
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -412,7 +412,10 @@ func (r *RegistrationReconciler) revoke(ctx context.Context, reg *fleet.ClusterR
 	if reg.Status.ClusterName == "" {
 		return nil
 	}
-	for _, o := range r.grantOf(reg, reg.Status.ClusterName).objects() {
+	g := r.grantOf(reg, reg.Status.ClusterName)
+	// Whatever mode made the credential, remove all of it.
+	g.ContentRBAC = true
+	for _, o := range g.objects() {
 		if err := deleteIfExists(ctx, r.Client, o); err != nil {
 			return err
 		}

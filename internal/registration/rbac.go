@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
 // ContentClusterRoleName is the ClusterRole (maintained by the Content
@@ -32,6 +33,9 @@ type grant struct {
 	Workspace        string
 	Cluster          string
 	ClusterNamespace string
+	// ContentRBAC adds the ClusterRoleBinding to the cluster's Content
+	// role (Options.ContentRBAC).
+	ContentRBAC bool
 }
 
 func (g grant) labels() map[string]string {
@@ -48,9 +52,11 @@ func (g grant) subject() rbacv1.Subject {
 }
 
 // objects returns the ServiceAccount and RBAC of contract 3: read its own
-// BundleDeployments, Secrets and ConfigMaps, write their status, renew its
-// own token; patch the status of its own Cluster only; read the Contents the
-// Content controller lists in fleet-content-<clusterNamespace>.
+// BundleDeployments, Secrets and ConfigMaps and the BundleContents of its
+// namespace (the content API), write their status, renew its own token;
+// patch the status of its own Cluster only. With ContentRBAC it may also
+// read the Contents the Content controller lists in
+// fleet-content-<clusterNamespace>.
 func (g grant) objects() []client.Object {
 	meta := func(name, ns string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: g.labels(), Annotations: map[string]string{
@@ -64,6 +70,7 @@ func (g grant) objects() []client.Object {
 		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.Resource}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{g.SA}},
 	}}
 	nsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.ClusterNamespace),
@@ -78,6 +85,9 @@ func (g grant) objects() []client.Object {
 	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(g.SA+"-content", ""),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ContentClusterRoleName(g.ClusterNamespace)},
 		Subjects: []rbacv1.Subject{g.subject()}}
+	if !g.ContentRBAC {
+		return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding}
+	}
 	return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding, content}
 }
 

@@ -66,6 +66,11 @@ type Options struct {
 	AgentImage string
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
+	// ContentRBAC gives each agent a ClusterRoleBinding to read its
+	// Contents directly (fleet-content-<cluster namespace>), for a manager
+	// that does not serve the content API. Off, an agent reads them
+	// through the content API with its namespaced Role alone.
+	ContentRBAC bool
 }
 
 // Defaults fills unset options.

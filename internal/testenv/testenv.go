@@ -58,6 +58,8 @@ type Cluster struct {
 	env  *envtest.Environment
 	dir  string
 	once sync.Once
+	// pkiDir holds the front-proxy CA and client certificate.
+	pkiDir string
 
 	// etcdMu guards etcdDataDir: set once etcd has been restarted by
 	// StartEtcd, whose data directory envtest then no longer removes.
@@ -107,6 +109,18 @@ func Start(opts Options) (*Cluster, error) {
 		env.CRDDirectoryPaths = []string{CRDDir()}
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
+	pkiDir, err := os.MkdirTemp("", "fleet-testenv-pki-")
+	if err != nil {
+		return nil, err
+	}
+	fp, err := frontProxyArgs(pkiDir)
+	if err != nil {
+		_ = os.RemoveAll(pkiDir)
+		return nil, err
+	}
+	for k, v := range fp {
+		args.Set(k, v)
+	}
 	for k, v := range opts.ExtraAPIServerArgs {
 		args.Set(k, v)
 	}
@@ -115,10 +129,11 @@ func Start(opts Options) (*Cluster, error) {
 		// envtest leaves the processes running when a later step (such as
 		// installing CRDs) fails; stop them so they do not outlive the test.
 		_ = env.Stop()
+		_ = os.RemoveAll(pkiDir)
 		return nil, fmt.Errorf("testenv: starting %s: %w", opts.Name, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
-	c := &Cluster{Name: opts.Name, Config: cfg, env: env}
+	c := &Cluster{Name: opts.Name, Config: cfg, env: env, pkiDir: pkiDir}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
 		_ = env.Stop()
 		return nil, err
@@ -178,6 +193,7 @@ func (c *Cluster) Stop() error {
 		if c.dir != "" {
 			_ = os.RemoveAll(c.dir)
 		}
+		_ = os.RemoveAll(c.pkiDir)
 		c.etcdMu.Lock()
 		if c.etcdDataDir != "" {
 			_ = os.RemoveAll(c.etcdDataDir)

@@ -138,6 +138,10 @@ func TestVerticalSlice(t *testing.T) {
 		g.Expect(cm.Data["message"]).To(Equal("hello again"))
 	}, 120*time.Second, 500*time.Millisecond).Should(Succeed())
 
+	// 8. The agent read that manifest through the content API, with
+	// nothing but its namespaced Role (see contentAPIAccess).
+	t.Run("content API access", func(t *testing.T) { contentAPIAccess(t, ctx, cluster) })
+
 	cancel()
 	select {
 	case <-agentDone:

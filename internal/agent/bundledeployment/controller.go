@@ -37,6 +37,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/drift"
+	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
 // Options configure the reconciler; agent.Env provides them.
@@ -64,7 +65,8 @@ const (
 // Reconciler deploys BundleDeployments.
 type Reconciler struct {
 	client    client.Client // cached, cluster namespace only
-	apiReader client.Reader // direct GETs of Content and Secrets
+	apiReader client.Reader // direct GETs of Secrets
+	contents  *contentapi.Reader
 	deployer  *deployer.Deployer
 	watcher   *drift.Watcher
 	events    chan event.GenericEvent
@@ -109,7 +111,12 @@ func Setup(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	contents, err := contentapi.NewReader(o.Upstream.GetConfig(), o.Upstream.GetHTTPClient())
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{
+		contents:  contents,
 		client:    o.Upstream.GetClient(),
 		apiReader: o.Upstream.GetAPIReader(),
 		deployer:  dep,
@@ -283,7 +290,7 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		setWaiting(bd, ReasonWaitingValues, err.Error())
 		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
 	}
-	m, err := r.manifest(ctx, bd.Spec.DeploymentID)
+	m, err := r.manifest(ctx, bd.Namespace, bd.Spec.DeploymentID)
 	if err == nil {
 		err = r.copyDownstreamResources(ctx, bd, opts)
 	}

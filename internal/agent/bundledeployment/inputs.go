@@ -56,20 +56,26 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 	return opts, nil
 }
 
-// manifest reads Content/<manifestID> by name: the agent's credential may
-// GET exactly the Contents its BundleDeployments reference, nothing else.
-// The manager grants a Content before it publishes a deployment using it,
-// but the API server's authorizer may lag a moment behind: a 403 or 404 is
+// manifest reads the Content a deployment names through the content API
+// (package contentapi), as seen from the deployment's namespace: the
+// manager serves it only to that namespace's agent, and only while a
+// deployment there references it. The agent may see a new deployment a
+// moment before the manager does (or, without the content API, before the
+// API server's authorizer sees the manager's grant), so a 403 or 404 is
 // retried a few times quickly (0.1s, doubling) before the caller's general
 // backoff (seconds) takes over.
-func (r *Reconciler) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
+func (r *Reconciler) manifest(ctx context.Context, namespace, deploymentID string) (*manifest.Manifest, error) {
 	id := manifest.ManifestIDOf(deploymentID)
-	c := &fleet.Content{}
-	err := RetryFreshContent(ctx, func() error { return r.apiReader.Get(ctx, types.NamespacedName{Name: id}, c) })
+	var content []byte
+	err := RetryFreshContent(ctx, func() error {
+		var err error
+		content, _, err = r.contents.Get(ctx, namespace, id)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
-	m, err := manifest.FromCompressed(c.Content)
+	m, err := manifest.FromCompressed(content)
 	if err != nil {
 		return nil, fmt.Errorf("%w: content %s: %v", deployer.ErrRender, id, err)
 	}

@@ -347,7 +347,7 @@ func (a *agent) retryLater(name string) {
 }
 
 func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
-	m, err := a.manifest(ctx, bd.Spec.DeploymentID)
+	m, err := a.manifest(ctx, bd.Namespace, bd.Spec.DeploymentID)
 	if err != nil {
 		return err
 	}
@@ -379,20 +379,22 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 		Name(bd.Name).SubResource("status").Body(body).Do(ctx).Error()
 }
 
-// manifest GETs the Content named by the deploymentID, with the agent's own
-// credential (which may read only the Contents of its BundleDeployments).
-// Like the real agent, it retries a 403/404 a few times quickly
-// (bundledeployment.RetryFreshContent).
-func (a *agent) manifest(ctx context.Context, deploymentID string) (*manifest.Manifest, error) {
-	c := &fleet.Content{}
+// manifest reads the Content named by the deploymentID with the agent's
+// own credential, through the content API like the real agent (which
+// serves it only to the namespace whose deployment references it), and
+// retries a 403/404 a few times quickly (bundledeployment.RetryFreshContent).
+func (a *agent) manifest(ctx context.Context, namespace, deploymentID string) (*manifest.Manifest, error) {
 	id := manifest.ManifestIDOf(deploymentID)
+	var content []byte
 	err := bundledeployment.RetryFreshContent(ctx, func() error {
-		return a.s.fleetClient.Get().Resource("contents").Name(id).Do(ctx).Into(c)
+		var err error
+		content, _, err = a.s.contents.Get(ctx, namespace, id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
-	m, err := manifest.FromCompressed(c.Content)
+	m, err := manifest.FromCompressed(content)
 	if err != nil {
 		return nil, fmt.Errorf("content %s: %w", id, err)
 	}

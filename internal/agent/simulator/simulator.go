@@ -39,6 +39,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
@@ -150,6 +151,9 @@ type Simulator struct {
 	// discovery of the shared downstream cluster (real mode): one cache
 	// for every agent, instead of a discovery per agent and install.
 	discovery *deployer.Discovery
+	// contents reads Contents for every agent (with the agent's token from
+	// the request context).
+	contents *contentapi.Reader
 }
 
 // New checks the options and builds the shared upstream clients.
@@ -165,6 +169,7 @@ func New(opts Options) (*Simulator, error) {
 	if s.coreClient, err = sharedClient(opts.Bootstrap, "/api", &corev1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
+	s.contents = &contentapi.Reader{REST: s.fleetClient}
 	if opts.Mode == RealApply {
 		if s.discovery, err = deployer.NewDiscovery(opts.Downstream); err != nil {
 			return nil, err

@@ -46,6 +46,11 @@ type Options struct {
 	// (default 32). A rollout to N clusters then takes about N/ParallelWrites
 	// API round trips instead of N.
 	ParallelWrites int
+	// ContentRBAC grants each cluster's agent the Contents of a deployment
+	// (ClusterRole fleet-content-<namespace>) before writing it: for a
+	// manager without the content API. Off, agents read Contents through
+	// the content API and a rollout writes nothing but the deployments.
+	ContentRBAC bool
 }
 
 func (o *Options) defaults() {

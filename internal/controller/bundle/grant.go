@@ -124,7 +124,7 @@ const grantAttempts = 5
 // namespace's grant batch, so that a rollout costs about one ClusterRole
 // update per cluster however many bundles change at once.
 func (r *Reconciler) grantContents(ctx context.Context, ns string, contents []string) error {
-	if len(contents) == 0 {
+	if !r.Opts.ContentRBAC || len(contents) == 0 {
 		return nil
 	}
 	role := &rbacv1.ClusterRole{}

@@ -53,11 +53,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: time.Second}); err != nil {
+	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: time.Second, ContentRBAC: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second, GrantGrace: 3 * time.Second}); err != nil {
+	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second, GrantGrace: 3 * time.Second, ContentRBAC: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

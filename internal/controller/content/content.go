@@ -1,5 +1,6 @@
 // Package content keeps Contents alive exactly as long as BundleDeployments
-// reference them, and maintains, per cluster namespace, the ClusterRole
+// reference them. For a manager without the content API (package
+// contentapi) it also maintains, per cluster namespace, the ClusterRole
 // `fleet-content-<clusterNamespace>` that lets that cluster's agent `get`
 // only the Contents its own BundleDeployments use (contract 3). The bundle
 // reconciler adds a new Content to that role before it publishes a
@@ -46,6 +47,9 @@ type Options struct {
 	// rollout's writes; access ends within about GrantGrace (default 30s).
 	GrantGrace time.Duration
 	Workers    int
+	// ContentRBAC maintains the per-cluster Content ClusterRoles, for a
+	// manager without the content API (see bundle.Options.ContentRBAC).
+	ContentRBAC bool
 }
 
 func (o *Options) defaults() {
@@ -83,6 +87,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	cr := &ContentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs}
 	if err := cr.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if !opts.ContentRBAC {
+		return nil
 	}
 	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts}
 	return rr.SetupWithManager(mgr)

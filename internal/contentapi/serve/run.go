@@ -1,0 +1,375 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/pki"
+)
+
+// Options configure the content API of one manager replica.
+type Options struct {
+	// Addr is where the server listens, such as ":8443". Empty or "0"
+	// disables the content API; the manager then lets agents read
+	// Contents directly through a ClusterRole and ClusterRoleBinding per
+	// cluster instead (the slower way, for API servers without an
+	// aggregation layer).
+	Addr string
+	// Namespace and Service name the Service the APIService routes to
+	// (default: the system namespace, "fleet-content-api"); Port is the
+	// Service's port (default 443).
+	Namespace string
+	Service   string
+	Port      int32
+	// ExternalName, when set, makes the manager write the Service itself,
+	// as an ExternalName Service for this host, and point the APIService
+	// at the port it actually listens on. It is for API servers that
+	// cannot reach a pod network: the embedded control planes of tests
+	// and `fleet dev`, where the manager is a local process.
+	ExternalName string
+}
+
+// Enabled reports whether the content API is on.
+func (o Options) Enabled() bool { return o.Addr != "" && o.Addr != "0" }
+
+func (o *Options) defaults(systemNamespace string) {
+	if o.Namespace == "" {
+		o.Namespace = systemNamespace
+	}
+	if o.Service == "" {
+		o.Service = "fleet-content-api"
+	}
+	if o.Port == 0 {
+		o.Port = 443
+	}
+}
+
+// Setup adds the server (on every replica: it only reads) and, when
+// register is true, the leader-elected writer of the Service and APIService.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace string, register bool) error {
+	opts.defaults(systemNamespace)
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("content API: %w", err)
+	}
+	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(),
+		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}
+	if err := mgr.Add(s); err != nil {
+		return err
+	}
+	if register {
+		return mgr.Add(&registrar{s: s})
+	}
+	return nil
+}
+
+// server is the HTTPS server of one replica.
+type server struct {
+	opts   Options
+	ln     net.Listener
+	live   client.Reader
+	writer client.Client
+	h      *handler
+}
+
+// NeedLeaderElection: every replica serves.
+func (s *server) NeedLeaderElection() bool { return false }
+
+// Port is the port the server listens on.
+func (s *server) port() int32 { return int32(s.ln.Addr().(*net.TCPAddr).Port) }
+
+// Start loads the serving certificate and the request-header CA, then
+// serves until ctx ends, reloading the CA every minute (the API server may
+// rotate it).
+func (s *server) Start(ctx context.Context) error {
+	l := log.FromContext(ctx).WithName("content-api")
+	cert, err := s.servingCert(ctx)
+	if err != nil {
+		_ = s.ln.Close()
+		return fmt.Errorf("content API serving certificate: %w", err)
+	}
+	if err := s.loadFrontProxy(ctx); err != nil {
+		// Not fatal: without it every GET is refused (401), and the
+		// refresh below keeps trying.
+		l.Error(err, "reading the API server's request-header CA")
+	}
+	srv := &http.Server{Handler: s.h, TLSConfig: tlsConfig(cert), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				sc, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = srv.Shutdown(sc)
+				cancel()
+				return
+			case <-t.C:
+				if err := s.loadFrontProxy(ctx); err != nil {
+					l.Error(err, "reading the API server's request-header CA")
+				}
+			}
+		}
+	}()
+	l.Info("serving the content API", "addr", s.ln.Addr().String())
+	if err := srv.ServeTLS(s.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("content API: %w", err)
+	}
+	return nil
+}
+
+// Keys of kube-system/extension-apiserver-authentication, which every API
+// server with an aggregation layer publishes.
+const (
+	authConfigMap      = "extension-apiserver-authentication"
+	keyRequestHeaderCA = "requestheader-client-ca-file"
+	keyAllowedNames    = "requestheader-allowed-names"
+)
+
+func (s *server) loadFrontProxy(ctx context.Context) error {
+	cm := &corev1.ConfigMap{}
+	if err := s.live.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: authConfigMap}, cm); err != nil {
+		return err
+	}
+	ca := cm.Data[keyRequestHeaderCA]
+	if ca == "" {
+		return errors.New("the API server has no request-header CA (kube-apiserver --requestheader-client-ca-file): the aggregation layer is not configured")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(ca)) {
+		return errors.New("request-header CA is not PEM")
+	}
+	var names []string
+	if raw := cm.Data[keyAllowedNames]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &names); err != nil {
+			return fmt.Errorf("%s: %w", keyAllowedNames, err)
+		}
+	}
+	s.h.proxy.Store(&frontProxy{pool: pool, names: names})
+	return nil
+}
+
+// dnsNames are the names the serving certificate must carry; the
+// aggregation layer verifies <service>.<namespace>.svc.
+func (o Options) dnsNames() []string {
+	return []string{o.Service + "." + o.Namespace + ".svc", o.Service + "." + o.Namespace + ".svc.cluster.local",
+		o.Service + "." + o.Namespace, o.Service, "localhost"}
+}
+
+// tlsSecretName holds the serving CA and certificate, shared by replicas.
+func (o Options) tlsSecretName() string { return o.Service + "-tls" }
+
+// servingCert reads the shared serving certificate from its Secret, or
+// creates it: replicas (and restarts) must serve the certificate the
+// APIService's caBundle trusts. It is renewed when less than 90 days of
+// its ten years remain or when the Service name changed.
+func (s *server) servingCert(ctx context.Context) (*tls.Certificate, error) {
+	key := types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.tlsSecretName()}
+	for attempt := 0; attempt < 5; attempt++ {
+		sec := &corev1.Secret{}
+		err := s.live.Get(ctx, key, sec)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		exists := err == nil
+		if exists && s.certUsable(sec) {
+			cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+			if err == nil {
+				return &cert, nil
+			}
+		}
+		ca, err := pki.NewCA("fleet-content-api-ca")
+		if err != nil {
+			return nil, err
+		}
+		crt, k, err := ca.Issue(pki.Leaf{CommonName: s.opts.Service, DNSNames: s.opts.dnsNames(),
+			IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: 10 * 365 * 24 * time.Hour})
+		if err != nil {
+			return nil, err
+		}
+		want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{fleet.ManagedLabel: "true"}},
+			Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"ca.crt": ca.CertPEM, corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: k}}
+		if exists {
+			want.ResourceVersion = sec.ResourceVersion
+			err = s.writer.Update(ctx, want)
+		} else {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
+			if err := s.writer.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+				return nil, err
+			}
+			err = s.writer.Create(ctx, want)
+		}
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			continue // another replica won: use its certificate
+		}
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(crt, k)
+		return &cert, err
+	}
+	return nil, errors.New("the serving certificate Secret keeps changing")
+}
+
+func (s *server) certUsable(sec *corev1.Secret) bool {
+	cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+	if err != nil || len(sec.Data["ca.crt"]) == 0 {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil || time.Until(leaf.NotAfter) < 90*24*time.Hour {
+		return false
+	}
+	return leaf.VerifyHostname(s.opts.dnsNames()[0]) == nil
+}
+
+// registrar writes the Service (ExternalName mode) and the APIService. It
+// runs on the leader only, and re-asserts both every minute so that an
+// edit or a failover (in ExternalName mode the port is the leader's own)
+// heals.
+type registrar struct{ s *server }
+
+func (r *registrar) NeedLeaderElection() bool { return true }
+
+func (r *registrar) Start(ctx context.Context) error {
+	l := log.FromContext(ctx).WithName("content-api")
+	for {
+		if err := r.register(ctx); err != nil {
+			l.Error(err, "registering the content API")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Minute):
+		}
+	}
+}
+
+func (r *registrar) register(ctx context.Context) error {
+	o := r.s.opts
+	sec := &corev1.Secret{}
+	// The server creates the certificate; wait for it.
+	for {
+		err := r.s.live.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.tlsSecretName()}, sec)
+		if err == nil && len(sec.Data["ca.crt"]) > 0 {
+			break
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	port := o.Port
+	if o.ExternalName != "" {
+		port = r.s.port()
+		if err := r.ensureService(ctx); err != nil {
+			return err
+		}
+	}
+	return ensureAPIService(ctx, r.s.live, r.s.writer, o, port, sec.Data["ca.crt"])
+}
+
+func (r *registrar) ensureService(ctx context.Context) error {
+	o := r.s.opts
+	svc := &corev1.Service{}
+	err := r.s.live.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Service}, svc)
+	if apierrors.IsNotFound(err) {
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: o.Service, Namespace: o.Namespace, Labels: map[string]string{fleet.ManagedLabel: "true"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: o.ExternalName}}
+		return r.s.writer.Create(ctx, svc)
+	}
+	if err != nil {
+		return err
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName && svc.Spec.ExternalName == o.ExternalName {
+		return nil
+	}
+	svc.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: o.ExternalName}
+	return r.s.writer.Update(ctx, svc)
+}
+
+// ensureAPIService creates or corrects the APIService. It is written as
+// unstructured to keep the kube-aggregator module out of the build.
+func ensureAPIService(ctx context.Context, live client.Reader, w client.Client, o Options, port int32, caBundle []byte) error {
+	spec := map[string]any{
+		"group":                contentapi.Group,
+		"version":              contentapi.Version,
+		"groupPriorityMinimum": int64(1000),
+		"versionPriority":      int64(15),
+		"caBundle":             caBundle,
+		"service":              map[string]any{"namespace": o.Namespace, "name": o.Service, "port": int64(port)},
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetAPIVersion("apiregistration.k8s.io/v1")
+	cur.SetKind("APIService")
+	err := live.Get(ctx, types.NamespacedName{Name: contentapi.APIServiceName}, cur)
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{}}
+		obj.SetAPIVersion("apiregistration.k8s.io/v1")
+		obj.SetKind("APIService")
+		obj.SetName(contentapi.APIServiceName)
+		obj.SetLabels(map[string]string{fleet.ManagedLabel: "true"})
+		obj.Object["spec"] = toJSONMap(spec)
+		return w.Create(ctx, obj)
+	}
+	if err != nil {
+		return err
+	}
+	have, _ := cur.Object["spec"].(map[string]any)
+	svc, _ := have["service"].(map[string]any)
+	if have["caBundle"] == toJSONMap(spec)["caBundle"] && svc != nil && svc["namespace"] == o.Namespace && svc["name"] == o.Service &&
+		fmt.Sprint(svc["port"]) == strconv.Itoa(int(port)) {
+		return nil
+	}
+	cur.Object["spec"] = toJSONMap(spec)
+	return w.Update(ctx, cur)
+}
+
+// toJSONMap round-trips through JSON so that []byte becomes base64 and
+// numbers match what the API server returns.
+func toJSONMap(m map[string]any) map[string]any {
+	raw, _ := json.Marshal(m)
+	out := map[string]any{}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	_ = d.Decode(&out)
+	// unstructured content must use int64, not json.Number.
+	if svc, ok := out["service"].(map[string]any); ok {
+		if n, ok := svc["port"].(json.Number); ok {
+			v, _ := n.Int64()
+			svc["port"] = v
+		}
+	}
+	for _, k := range []string{"groupPriorityMinimum", "versionPriority"} {
+		if n, ok := out[k].(json.Number); ok {
+			v, _ := n.Int64()
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,251 @@
+// Package serve is the manager's side of the content API (see package
+// contentapi): an HTTPS server behind the API server's aggregation layer,
+// its serving certificate, and the Service and APIService that route to it.
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/manifest"
+)
+
+// frontProxy is who may call the server: clients with a certificate from
+// the API server's request-header CA (and, when the API server names them,
+// one of the allowed common names). Only the aggregation layer has one.
+type frontProxy struct {
+	pool  *x509.CertPool
+	names []string
+}
+
+// handler answers discovery and GETs of BundleContents.
+type handler struct {
+	// cache is the manager's cache (BundleDeployments); live reads the
+	// API server directly, for a deployment the cache has not seen yet
+	// and for Contents (which the manager caches metadata-only).
+	cache client.Reader
+	live  client.Reader
+	proxy atomic.Pointer[frontProxy]
+	// contents memoizes Contents by name: a Content's name is the hash of
+	// its bytes, so an entry never goes stale, and a rollout to thousands
+	// of clusters reads each new Content from etcd once.
+	contents contentCache
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch path {
+	case "/healthz", "/readyz", "/livez":
+		_, _ = w.Write([]byte("ok"))
+		return
+	case "/apis":
+		writeJSON(w, http.StatusOK, &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{apiGroup()}})
+		return
+	case "/apis/" + contentapi.Group:
+		g := apiGroup()
+		g.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+		writeJSON(w, http.StatusOK, &g)
+		return
+	case "/apis/" + contentapi.Group + "/" + contentapi.Version:
+		writeJSON(w, http.StatusOK, &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: contentapi.Group + "/" + contentapi.Version,
+			APIResources: []metav1.APIResource{{Name: contentapi.Resource, Namespaced: true, Kind: contentapi.Kind, Verbs: metav1.Verbs{"get"}}},
+		})
+		return
+	}
+	ns, name, ok := parsePath(path)
+	if !ok {
+		writeStatus(w, apierrors.NewNotFound(contentapi.GroupResource, ""))
+		return
+	}
+	if r.Method != http.MethodGet {
+		writeStatus(w, apierrors.NewMethodNotSupported(contentapi.GroupResource, strings.ToLower(r.Method)))
+		return
+	}
+	if err := h.authenticate(r); err != nil {
+		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		return
+	}
+	bc, err := h.get(r.Context(), ns, name)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bc)
+}
+
+func apiGroup() metav1.APIGroup {
+	gv := metav1.GroupVersionForDiscovery{GroupVersion: contentapi.Group + "/" + contentapi.Version, Version: contentapi.Version}
+	return metav1.APIGroup{Name: contentapi.Group, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv}
+}
+
+// parsePath splits /apis/<group>/<version>/namespaces/<ns>/bundlecontents/<name>.
+func parsePath(p string) (ns, name string, ok bool) {
+	rest, found := strings.CutPrefix(p, "/apis/"+contentapi.Group+"/"+contentapi.Version+"/namespaces/")
+	if !found {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[1] != contentapi.Resource || parts[0] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[2], true
+}
+
+// authenticate accepts only the aggregation layer: a client certificate
+// that chains to the request-header CA. The API server has already
+// authenticated the user and authorized `get bundlecontents` in the
+// namespace before it proxies, so the server need not (and does not) look
+// at the user headers.
+func (h *handler) authenticate(r *http.Request) error {
+	fp := h.proxy.Load()
+	if fp == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return errors.New("the content API answers only the API server's aggregation layer")
+	}
+	certs := r.TLS.PeerCertificates
+	opts := x509.VerifyOptions{Roots: fp.pool, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range certs[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := certs[0].Verify(opts); err != nil {
+		return errors.New("client certificate is not from the request-header CA")
+	}
+	if len(fp.names) > 0 && !slices.Contains(fp.names, certs[0].Subject.CommonName) {
+		return errors.New("client certificate is not one of the allowed request-header names")
+	}
+	return nil
+}
+
+// get returns Content name if a BundleDeployment in ns references it; the
+// same NotFound otherwise, so that a cluster learns nothing about Contents
+// it does not deploy.
+func (h *handler) get(ctx context.Context, ns, name string) (*contentapi.BundleContent, error) {
+	notFound := apierrors.NewNotFound(contentapi.GroupResource, name)
+	ok, err := referenced(ctx, h.cache, ns, name)
+	if err == nil && !ok {
+		// The agent may have seen a new deployment before the cache did.
+		ok, err = referenced(ctx, h.live, ns, name)
+	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("listing BundleDeployments: %w", err))
+	}
+	if !ok {
+		return nil, notFound
+	}
+	c, err := h.contents.get(ctx, h.live, name)
+	if apierrors.IsNotFound(err) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading Content: %w", err))
+	}
+	return &contentapi.BundleContent{
+		TypeMeta:   metav1.TypeMeta{Kind: contentapi.Kind, APIVersion: contentapi.Group + "/" + contentapi.Version},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Content:    c.Content,
+		SHA256Sum:  c.SHA256Sum,
+	}, nil
+}
+
+// referenced reports whether a BundleDeployment in ns names Content name
+// (as its deployment, its staged deployment or its content label).
+func referenced(ctx context.Context, r client.Reader, ns, name string) (bool, error) {
+	bds := &fleet.BundleDeploymentList{}
+	if err := r.List(ctx, bds, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	for i := range bds.Items {
+		bd := &bds.Items[i]
+		if manifest.ManifestIDOf(bd.Spec.DeploymentID) == name || manifest.ManifestIDOf(bd.Spec.StagedDeploymentID) == name ||
+			bd.Labels[fleet.ContentNameLabel] == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// contentCache keeps recently served Contents, up to maxCachedBytes.
+type contentCache struct {
+	mu    sync.Mutex
+	items map[string]*fleet.Content
+	order []string
+	bytes int
+}
+
+// maxCachedBytes bounds the memory of the cache (compressed manifests).
+const maxCachedBytes = 32 << 20
+
+func (c *contentCache) get(ctx context.Context, r client.Reader, name string) (*fleet.Content, error) {
+	c.mu.Lock()
+	if x, ok := c.items[name]; ok {
+		c.mu.Unlock()
+		return x, nil
+	}
+	c.mu.Unlock()
+	x := &fleet.Content{}
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, x); err != nil {
+		return nil, err
+	}
+	x = &fleet.Content{Content: x.Content, SHA256Sum: x.SHA256Sum}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items == nil {
+		c.items = map[string]*fleet.Content{}
+	}
+	if _, ok := c.items[name]; !ok && len(x.Content) <= maxCachedBytes {
+		c.items[name] = x
+		c.order = append(c.order, name)
+		c.bytes += len(x.Content)
+		for c.bytes > maxCachedBytes && len(c.order) > 0 {
+			old := c.order[0]
+			c.order = c.order[1:]
+			c.bytes -= len(c.items[old].Content)
+			delete(c.items, old)
+		}
+	}
+	return x, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, err error) {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		se = apierrors.NewInternalError(err)
+	}
+	st := se.Status()
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	writeJSON(w, int(st.Code), &st)
+}
+
+// tlsConfig serves cert and asks for (but does not require: discovery
+// needs none) a client certificate.
+func tlsConfig(cert *tls.Certificate) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{*cert},
+		ClientAuth:   tls.RequestClientCert,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+}
