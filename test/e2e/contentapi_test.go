@@ -148,4 +148,3 @@ func contentServerAddr(t *testing.T, ctx context.Context) string {
 	}
 	return fmt.Sprintf("%s:%d", strings.TrimSuffix(svc.Spec.ExternalName, "."), port)
 }
-
