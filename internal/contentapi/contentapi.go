@@ -34,9 +34,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -99,11 +98,27 @@ func (r *Reader) Get(ctx context.Context, namespace, name string) (content []byt
 			}
 			return bc.Content, bc.SHA256Sum, nil
 		}
-		if !apiAbsent(err) {
+		switch {
+		case apiAbsent(err):
+			r.direct.Store(time.Now().Add(absentFor).Unix())
+		case apierrors.IsForbidden(err):
+			// A credential from before the content API (its Role lacks
+			// bundlecontents) may still read Contents directly; if not,
+			// the caller sees this error, not the second one.
+			c, sum, derr := r.getDirect(ctx, name)
+			if derr != nil {
+				return nil, "", err
+			}
+			return c, sum, nil
+		default:
 			return nil, "", err
 		}
-		r.direct.Store(time.Now().Add(absentFor).Unix())
 	}
+	return r.getDirect(ctx, name)
+}
+
+// getDirect GETs the cluster-scoped Content.
+func (r *Reader) getDirect(ctx context.Context, name string) ([]byte, string, error) {
 	c := struct {
 		Content   []byte `json:"content,omitempty"`
 		SHA256Sum string `json:"sha256sum,omitempty"`
@@ -138,7 +153,9 @@ func NewReader(cfg *rest.Config, httpClient *http.Client) (*Reader, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &schema.GroupVersion{}
 	c.APIPath = "/apis"
-	c.NegotiatedSerializer = serializer.NewCodecFactory(runtime.NewScheme()).WithoutConversion()
+	// The client-go scheme knows metav1.Status, so that errors decode with
+	// their reason and details.
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	var (
 		rc  *rest.RESTClient
 		err error

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	fleetpki "github.com/fleetgo/fleet/internal/pki"
 )
 
 // pki is the certificate material of one control plane. It is created once
@@ -32,10 +34,44 @@ func (p pki) adminCert() string   { return filepath.Join(p.dir, "admin.crt") }
 func (p pki) adminKey() string    { return filepath.Join(p.dir, "admin.key") }
 func (p pki) saKey() string       { return filepath.Join(p.dir, "sa.key") }
 
+// The aggregation layer's request-header CA and the client certificate
+// kube-apiserver proxies with (the manager's content API trusts it).
+func (p pki) frontProxyCA() string   { return filepath.Join(p.dir, "front-proxy-ca.crt") }
+func (p pki) frontProxyCert() string { return filepath.Join(p.dir, "front-proxy-client.crt") }
+func (p pki) frontProxyKey() string  { return filepath.Join(p.dir, "front-proxy-client.key") }
+
+// frontProxyClientName is the common name the API server proxies as.
+const frontProxyClientName = "front-proxy-client"
+
+// ensureFrontProxy creates the front-proxy CA and client certificate when
+// either is missing (state folders from before the content API lack them).
+func (p pki) ensureFrontProxy() error {
+	if fileExists(p.frontProxyCA()) && fileExists(p.frontProxyCert()) && fileExists(p.frontProxyKey()) {
+		return nil
+	}
+	ca, err := fleetpki.NewCA("fleet-dev-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	crt, key, err := ca.Issue(fleetpki.Leaf{CommonName: frontProxyClientName, Client: true, Validity: 10 * 365 * 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	for path, data := range map[string][]byte{p.frontProxyCA(): ca.CertPEM, p.frontProxyCert(): crt, p.frontProxyKey(): key} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ensure creates whatever is missing. A partial set (a crash while writing)
 // is recreated from scratch only when the CA itself is missing.
 func (p pki) ensure() error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return err
+	}
+	if err := p.ensureFrontProxy(); err != nil {
 		return err
 	}
 	if fileExists(p.caCert()) && fileExists(p.caKey()) && fileExists(p.servingCert()) &&

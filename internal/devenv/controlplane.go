@@ -89,6 +89,14 @@ func (c *controlPlane) start(ctx context.Context, table *procTable) error {
 			// default ServiceAccount that this plugin insists on.
 			"--disable-admission-plugins=ServiceAccount",
 			"--authorization-mode=RBAC",
+			// The aggregation layer, for the manager's content API.
+			"--requestheader-client-ca-file=" + p.frontProxyCA(),
+			"--requestheader-allowed-names=" + frontProxyClientName,
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + p.frontProxyCert(),
+			"--proxy-client-key-file=" + p.frontProxyKey(),
 		},
 		LogPath: filepath.Join(c.dir, "apiserver.log"),
 	})

@@ -78,6 +78,10 @@ func (e *Env) setupFleet(ctx context.Context) error {
 			// No local cluster: the quickstart's clusters are dev and prod.
 			"--bootstrap-namespace=",
 			"--agent-checkin-interval=" + e.opts.CheckinInterval.String(),
+			// The API server is a local process too: the content API
+			// listens on loopback and is registered as ExternalName.
+			"--content-api-addr=127.0.0.1:0",
+			"--content-api-external-name=127.0.0.1",
 		},
 		LogPath: filepath.Join(e.opts.StateDir, "logs", "fleet-controller.log"),
 	}); err != nil {

@@ -84,7 +84,8 @@ func TestHelmInstallManagerCharts(t *testing.T) {
 	ctr := dep.Spec.Template.Spec.Containers[0]
 	args := strings.Join(ctr.Args, " ")
 	if ctr.Command[0] != "fleet-controller" || dep.Spec.Template.Spec.ServiceAccountName != "fleet-controller" ||
-		!strings.Contains(args, "--api-server-url="+upstream.Config.Host) || !strings.Contains(args, "--leader-elect=true") {
+		!strings.Contains(args, "--api-server-url="+upstream.Config.Host) || !strings.Contains(args, "--leader-elect=true") ||
+		!strings.Contains(args, "--content-api-addr=:8443") {
 		t.Fatalf("fleet-controller Deployment: command %v args %v sa %q", ctr.Command, ctr.Args, dep.Spec.Template.Spec.ServiceAccountName)
 	}
 	if sc := ctr.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
@@ -95,6 +96,8 @@ func TestHelmInstallManagerCharts(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fleet-controller", Namespace: "cattle-fleet-system"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "gitjob", Namespace: "cattle-fleet-system"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-fleet-controller", Namespace: "cattle-fleet-system"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "fleet-content-api", Namespace: "cattle-fleet-system"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-controller-auth-reader", Namespace: "kube-system"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-controller"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "fleet-controller-leader-election", Namespace: "cattle-fleet-system"}},
 	} {

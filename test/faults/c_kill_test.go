@@ -52,7 +52,10 @@ func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
 	killMidRollout(t, "sigkill", n, func() func() {
 		cmd := exec.Command(bin, "--kubeconfig", upstream.Kubeconfig, "--agent-checkin-interval", "5s",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--webhook-bind-address", "0",
-			"--leader-elect=false", "--bootstrap-namespace", "", "--workers", "2")
+			"--leader-elect=false", "--bootstrap-namespace", "", "--workers", "2",
+			// The API server cannot reach a pod network here: content API on
+			// loopback, registered as ExternalName (as `fleet dev` does).
+			"--content-api-addr", "127.0.0.1:0", "--content-api-external-name", "127.0.0.1")
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

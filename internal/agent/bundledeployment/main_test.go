@@ -82,6 +82,11 @@ func startAgent(ctx context.Context) error {
 			{APIGroups: []string{"fleet.cattle.io"}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"update", "patch"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{saName}},
+			// As registration grants. No manager runs here, so the API
+			// server does not serve the content API: the agent falls back
+			// to reading Contents directly, through the ClusterRole below
+			// (the manager's mode with --content-api-addr=0).
+			{APIGroups: []string{"content.fleet.cattle.io"}, Resources: []string{"bundlecontents"}, Verbs: []string{"get"}},
 		}},
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: saName, Namespace: clusterNS},
