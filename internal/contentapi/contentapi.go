@@ -50,6 +50,13 @@ const (
 	APIServiceName = Version + "." + Group
 )
 
+// DeploymentParam is the query parameter with which an agent names the
+// BundleDeployment it reads a Content for: a hint that makes the manager's
+// check cheap when its cache has not seen that deployment yet. It grants
+// nothing: the deployment must still be in the request's namespace and
+// reference the Content.
+const DeploymentParam = "bundleDeployment"
+
 // GroupResource identifies the resource in errors.
 var GroupResource = schema.GroupResource{Group: Group, Resource: Resource}
 
@@ -87,10 +94,15 @@ type Reader struct {
 const absentFor = time.Minute
 
 // Get returns the compressed manifest and its sha256 of the Content name,
-// as visible from namespace.
-func (r *Reader) Get(ctx context.Context, namespace, name string) (content []byte, sum string, err error) {
+// as visible from namespace, for the BundleDeployment named deployment
+// (may be empty).
+func (r *Reader) Get(ctx context.Context, namespace, name, deployment string) (content []byte, sum string, err error) {
 	if time.Now().Unix() >= r.direct.Load() {
-		raw, err := r.REST.Get().AbsPath(Path(namespace, name)).Do(ctx).Raw()
+		req := r.REST.Get().AbsPath(Path(namespace, name))
+		if deployment != "" {
+			req = req.Param(DeploymentParam, deployment)
+		}
+		raw, err := req.Do(ctx).Raw()
 		if err == nil {
 			bc := &BundleContent{}
 			if err := json.Unmarshal(raw, bc); err != nil {

@@ -40,7 +40,7 @@ func TestReaderWithoutTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, sum, err := r.Get(ctx, "default", "s-direct")
+	got, sum, err := r.Get(ctx, "default", "s-direct", "")
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestReaderWithoutTheAPI(t *testing.T) {
 		t.Errorf("Get = %q, %q; want %q, abc", got, sum, want)
 	}
 	// The second read goes direct at once (no second 404 first).
-	if _, _, err := r.Get(ctx, "default", "s-direct"); err != nil {
+	if _, _, err := r.Get(ctx, "default", "s-direct", ""); err != nil {
 		t.Errorf("second Get: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func contentAPIAccess(t *testing.T, ctx context.Context, cluster fleet.Cluster) 
 		Spec: fleet.BundleDeploymentSpec{DeploymentID: otherID + ":x"}})).To(Succeed())
 
 	get := func(ns, name string) ([]byte, error) {
-		b, _, err := agentContents.Get(ctx, ns, name)
+		b, _, err := agentContents.Get(ctx, ns, name, "")
 		return b, err
 	}
 	t.Run("allowed: a Content of its own deployment", func(t *testing.T) {

@@ -290,7 +290,7 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		setWaiting(bd, ReasonWaitingValues, err.Error())
 		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
 	}
-	m, err := r.manifest(ctx, bd.Namespace, bd.Spec.DeploymentID)
+	m, err := r.manifest(ctx, bd)
 	if err == nil {
 		err = r.copyDownstreamResources(ctx, bd, opts)
 	}

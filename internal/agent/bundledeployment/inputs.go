@@ -64,12 +64,12 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 // API server's authorizer sees the manager's grant), so a 403 or 404 is
 // retried a few times quickly (0.1s, doubling) before the caller's general
 // backoff (seconds) takes over.
-func (r *Reconciler) manifest(ctx context.Context, namespace, deploymentID string) (*manifest.Manifest, error) {
-	id := manifest.ManifestIDOf(deploymentID)
+func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
+	id := manifest.ManifestIDOf(bd.Spec.DeploymentID)
 	var content []byte
 	err := RetryFreshContent(ctx, func() error {
 		var err error
-		content, _, err = r.contents.Get(ctx, namespace, id)
+		content, _, err = r.contents.Get(ctx, bd.Namespace, id, bd.Name)
 		return err
 	})
 	if err != nil {

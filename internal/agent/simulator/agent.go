@@ -51,11 +51,22 @@ type agent struct {
 	done     <-chan struct{}
 }
 
-// agentWorkers is how many BundleDeployments one simulated agent handles at
-// once. The real agent runs 50 workers; a few suffice for the simulator's
-// short status-only handling and keep real-apply memory bounded when many
-// simulated agents share one process.
-const agentWorkers = 8
+// How many BundleDeployments one simulated agent handles at once. In
+// status-only mode it is what the real agent runs (50 reconcile workers),
+// so that a cluster with many bundles is not slower than a real one; in
+// real-apply mode a few keep the memory of many in-process Helm installs
+// bounded.
+const (
+	agentWorkers     = 50
+	realApplyWorkers = 8
+)
+
+func workersFor(m Mode) int {
+	if m == RealApply {
+		return realApplyWorkers
+	}
+	return agentWorkers
+}
 
 func newAgent(s *Simulator, i int) *agent {
 	ns := fmt.Sprintf("%s%05d", s.opts.NamespacePrefix, i)
@@ -66,7 +77,7 @@ func newAgent(s *Simulator, i int) *agent {
 		failures: map[string]int{},
 		inflight: map[string]bool{},
 		pending:  map[string]*fleet.BundleDeployment{},
-		slots:    make(chan struct{}, agentWorkers),
+		slots:    make(chan struct{}, workersFor(s.opts.Mode)),
 		retries:  make(chan string, 16),
 	}
 }
@@ -347,7 +358,7 @@ func (a *agent) retryLater(name string) {
 }
 
 func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
-	m, err := a.manifest(ctx, bd.Namespace, bd.Spec.DeploymentID)
+	m, err := a.manifest(ctx, bd)
 	if err != nil {
 		return err
 	}
@@ -383,12 +394,12 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 // own credential, through the content API like the real agent (which
 // serves it only to the namespace whose deployment references it), and
 // retries a 403/404 a few times quickly (bundledeployment.RetryFreshContent).
-func (a *agent) manifest(ctx context.Context, namespace, deploymentID string) (*manifest.Manifest, error) {
-	id := manifest.ManifestIDOf(deploymentID)
+func (a *agent) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
+	id := manifest.ManifestIDOf(bd.Spec.DeploymentID)
 	var content []byte
 	err := bundledeployment.RetryFreshContent(ctx, func() error {
 		var err error
-		content, _, err = a.s.contents.Get(ctx, namespace, id)
+		content, _, err = a.s.contents.Get(ctx, bd.Namespace, id, bd.Name)
 		return err
 	})
 	if err != nil {

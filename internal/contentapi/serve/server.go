@@ -15,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +86,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
 		return
 	}
-	bc, err := h.get(r.Context(), ns, name)
+	bc, err := h.get(r.Context(), ns, name, r.URL.Query().Get(contentapi.DeploymentParam))
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -135,13 +138,25 @@ func (h *handler) authenticate(r *http.Request) error {
 
 // get returns Content name if a BundleDeployment in ns references it; the
 // same NotFound otherwise, so that a cluster learns nothing about Contents
-// it does not deploy.
-func (h *handler) get(ctx context.Context, ns, name string) (*contentapi.BundleContent, error) {
+// it does not deploy. bdName, when the agent names the deployment it reads
+// for, lets a cache miss cost one small GET instead of a list of the
+// namespace.
+func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi.BundleContent, error) {
 	notFound := apierrors.NewNotFound(contentapi.GroupResource, name)
-	ok, err := referenced(ctx, h.cache, ns, name)
+	ok, err := h.inCache(ctx, ns, name)
 	if err == nil && !ok {
-		// The agent may have seen a new deployment before the cache did.
-		ok, err = referenced(ctx, h.live, ns, name)
+		// The agent may have seen a new deployment before the cache did
+		// (the manager's watch carries every deployment and may lag).
+		if bdName != "" {
+			bd := &fleet.BundleDeployment{}
+			err = h.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, bd)
+			ok = err == nil && references(bd, name)
+			if apierrors.IsNotFound(err) {
+				err = nil
+			}
+		} else {
+			ok, err = referenced(ctx, h.live, ns, name)
+		}
 	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("listing BundleDeployments: %w", err))
@@ -164,6 +179,32 @@ func (h *handler) get(ctx context.Context, ns, name string) (*contentapi.BundleC
 	}, nil
 }
 
+// cacheWait bounds how long a request waits for the manager's cache to
+// show the deployment an agent has just seen, before reading the API
+// server. The cache usually catches up within milliseconds; a read costs
+// the API server a request.
+const (
+	cacheWait = 500 * time.Millisecond
+	cachePoll = 20 * time.Millisecond
+)
+
+// inCache reports whether the cache shows a BundleDeployment in ns that
+// references Content name, waiting up to cacheWait for it to appear.
+func (h *handler) inCache(ctx context.Context, ns, name string) (bool, error) {
+	deadline := time.Now().Add(cacheWait)
+	for {
+		ok, err := referenced(ctx, h.cache, ns, name)
+		if ok || err != nil || time.Now().After(deadline) {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(cachePoll):
+		}
+	}
+}
+
 // referenced reports whether a BundleDeployment in ns names Content name
 // (as its deployment, its staged deployment or its content label).
 func referenced(ctx context.Context, r client.Reader, ns, name string) (bool, error) {
@@ -172,21 +213,28 @@ func referenced(ctx context.Context, r client.Reader, ns, name string) (bool, er
 		return false, err
 	}
 	for i := range bds.Items {
-		bd := &bds.Items[i]
-		if manifest.ManifestIDOf(bd.Spec.DeploymentID) == name || manifest.ManifestIDOf(bd.Spec.StagedDeploymentID) == name ||
-			bd.Labels[fleet.ContentNameLabel] == name {
+		if references(&bds.Items[i], name) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// contentCache keeps recently served Contents, up to maxCachedBytes.
+// references reports whether bd names Content name.
+func references(bd *fleet.BundleDeployment, name string) bool {
+	return manifest.ManifestIDOf(bd.Spec.DeploymentID) == name || manifest.ManifestIDOf(bd.Spec.StagedDeploymentID) == name ||
+		bd.Labels[fleet.ContentNameLabel] == name
+}
+
+// contentCache keeps recently served Contents, up to maxCachedBytes. A
+// rollout makes every targeted agent ask for the same new Content at once:
+// one read from the API server answers all of them (flight).
 type contentCache struct {
-	mu    sync.Mutex
-	items map[string]*fleet.Content
-	order []string
-	bytes int
+	flight singleflight.Group
+	mu     sync.Mutex
+	items  map[string]*fleet.Content
+	order  []string
+	bytes  int
 }
 
 // maxCachedBytes bounds the memory of the cache (compressed manifests).
@@ -199,11 +247,17 @@ func (c *contentCache) get(ctx context.Context, r client.Reader, name string) (*
 		return x, nil
 	}
 	c.mu.Unlock()
-	x := &fleet.Content{}
-	if err := r.Get(ctx, types.NamespacedName{Name: name}, x); err != nil {
+	v, err, _ := c.flight.Do(name, func() (any, error) {
+		x := &fleet.Content{}
+		if err := r.Get(ctx, types.NamespacedName{Name: name}, x); err != nil {
+			return nil, err
+		}
+		return &fleet.Content{Content: x.Content, SHA256Sum: x.SHA256Sum}, nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	x = &fleet.Content{Content: x.Content, SHA256Sum: x.SHA256Sum}
+	x := v.(*fleet.Content)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.items == nil {
