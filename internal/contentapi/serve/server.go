@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -45,6 +44,11 @@ type handler struct {
 	cache client.Reader
 	live  client.Reader
 	proxy atomic.Pointer[frontProxy]
+	// verified remembers the client certificates that verified against
+	// the current frontProxy (key: the DER bytes), so that the chain is
+	// checked once, not on every request. Only the aggregation layer's
+	// certificates get in, so it stays tiny.
+	verified sync.Map
 	// contents memoizes Contents by name: a Content's name is the hash of
 	// its bytes, so an entry never goes stale, and a rollout to thousands
 	// of clusters reads each new Content from etcd once.
@@ -123,6 +127,9 @@ func (h *handler) authenticate(r *http.Request) error {
 		return errors.New("the content API answers only the API server's aggregation layer")
 	}
 	certs := r.TLS.PeerCertificates
+	if v, ok := h.verified.Load(string(certs[0].Raw)); ok && v.(*frontProxy) == fp {
+		return nil
+	}
 	opts := x509.VerifyOptions{Roots: fp.pool, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	for _, c := range certs[1:] {
 		opts.Intermediates.AddCert(c)
@@ -133,6 +140,7 @@ func (h *handler) authenticate(r *http.Request) error {
 	if len(fp.names) > 0 && !slices.Contains(fp.names, certs[0].Subject.CommonName) {
 		return errors.New("client certificate is not one of the allowed request-header names")
 	}
+	h.verified.Store(string(certs[0].Raw), fp)
 	return nil
 }
 
@@ -143,23 +151,18 @@ func (h *handler) authenticate(r *http.Request) error {
 // namespace.
 func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi.BundleContent, error) {
 	notFound := apierrors.NewNotFound(contentapi.GroupResource, name)
-	ok, err := h.inCache(ctx, ns, name)
+	ok, err := referenced(ctx, h.cache, ns, name)
 	if err == nil && !ok {
 		// The agent may have seen a new deployment before the cache did
 		// (the manager's watch carries every deployment and may lag).
 		if bdName != "" {
-			bd := &fleet.BundleDeployment{}
-			err = h.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, bd)
-			ok = err == nil && references(bd, name)
-			if apierrors.IsNotFound(err) {
-				err = nil
-			}
+			ok, err = h.liveReferences(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, name)
 		} else {
 			ok, err = referenced(ctx, h.live, ns, name)
 		}
 	}
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("listing BundleDeployments: %w", err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("reading BundleDeployments: %w", err))
 	}
 	if !ok {
 		return nil, notFound
@@ -179,30 +182,27 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	}, nil
 }
 
-// cacheWait bounds how long a request waits for the manager's cache to
-// show the deployment an agent has just seen, before reading the API
-// server. The cache usually catches up within milliseconds; a read costs
-// the API server a request.
-const (
-	cacheWait = 500 * time.Millisecond
-	cachePoll = 20 * time.Millisecond
-)
-
-// inCache reports whether the cache shows a BundleDeployment in ns that
-// references Content name, waiting up to cacheWait for it to appear.
-func (h *handler) inCache(ctx context.Context, ns, name string) (bool, error) {
-	deadline := time.Now().Add(cacheWait)
-	for {
-		ok, err := referenced(ctx, h.cache, ns, name)
-		if ok || err != nil || time.Now().After(deadline) {
-			return ok, err
+// liveReferences reads one BundleDeployment from the API server and reports
+// whether it references Content name. It asks the API server's watch cache
+// first (resourceVersion 0: no etcd read), which is never older than the
+// watch the agent saw the deployment on when both go to the same API
+// server; only if that copy does not reference the Content (another API
+// server replica, lagging) does it read etcd.
+func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
+	for _, rv := range []string{"0", ""} {
+		bd := &fleet.BundleDeployment{}
+		err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+		if apierrors.IsNotFound(err) {
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(cachePoll):
+		if err != nil {
+			return false, err
+		}
+		if references(bd, name) {
+			return true, nil
 		}
 	}
+	return false, nil
 }
 
 // referenced reports whether a BundleDeployment in ns names Content name

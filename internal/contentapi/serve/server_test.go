@@ -1,0 +1,150 @@
+package serve
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/pki"
+)
+
+func TestParsePath(t *testing.T) {
+	base := "/apis/" + contentapi.Group + "/" + contentapi.Version
+	for _, tc := range []struct {
+		path     string
+		ns, name string
+		ok       bool
+	}{
+		{path: base + "/namespaces/cluster-a/bundlecontents/s-123", ns: "cluster-a", name: "s-123", ok: true},
+		{path: base + "/namespaces/cluster-a/bundlecontents", ok: false},                  // list: not served
+		{path: base + "/namespaces/cluster-a/bundlecontents/s-1/status", ok: false},       // no subresources
+		{path: base + "/namespaces//bundlecontents/s-1", ok: false},                       // empty namespace
+		{path: base + "/namespaces/cluster-a/contents/s-1", ok: false},                    // other resource
+		{path: base + "/bundlecontents/s-1", ok: false},                                   // cluster-scoped
+		{path: "/apis/fleet.cattle.io/v1alpha1/namespaces/a/bundlecontents/s", ok: false}, // other group
+	} {
+		ns, name, ok := parsePath(tc.path)
+		if ok != tc.ok || ns != tc.ns || name != tc.name {
+			t.Errorf("parsePath(%q) = %q, %q, %v; want %q, %q, %v", tc.path, ns, name, ok, tc.ns, tc.name, tc.ok)
+		}
+	}
+}
+
+func TestReferences(t *testing.T) {
+	bd := &fleet.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleet.ContentNameLabel: "s-label"}},
+		Spec:       fleet.BundleDeploymentSpec{DeploymentID: "s-current:opts", StagedDeploymentID: "s-staged:opts"},
+	}
+	for name, want := range map[string]bool{"s-current": true, "s-staged": true, "s-label": true, "s-other": false, "opts": false, "": false} {
+		if got := references(bd, name); got != want {
+			t.Errorf("references(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestAuthenticate: only a client certificate of the request-header CA,
+// with an allowed name, is the aggregation layer.
+func TestAuthenticate(t *testing.T) {
+	frontCA, err := pki.NewCA("front-proxy-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := pki.NewCA("other-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(ca *pki.CA, cn string, client bool) []*x509.Certificate {
+		t.Helper()
+		crt, _, err := ca.Issue(pki.Leaf{CommonName: cn, Client: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(crt)
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*x509.Certificate{c}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(frontCA.Cert)
+	for _, tc := range []struct {
+		name    string
+		names   []string
+		certs   []*x509.Certificate
+		noTLS   bool
+		wantErr bool
+	}{
+		{name: "aggregation layer", names: []string{"front-proxy-client"}, certs: leaf(frontCA, "front-proxy-client", true)},
+		{name: "any name when none is configured", certs: leaf(frontCA, "someone", true)},
+		{name: "name not allowed", names: []string{"front-proxy-client"}, certs: leaf(frontCA, "someone", true), wantErr: true},
+		{name: "another CA", names: []string{"front-proxy-client"}, certs: leaf(otherCA, "front-proxy-client", true), wantErr: true},
+		{name: "a server certificate of the CA", certs: leaf(frontCA, "front-proxy-client", false), wantErr: true},
+		{name: "no certificate", wantErr: true},
+		{name: "plain HTTP", noTLS: true, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &handler{}
+			h.proxy.Store(&frontProxy{pool: pool, names: tc.names})
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.noTLS {
+				r.TLS = nil
+			} else {
+				r.TLS = &tls.ConnectionState{PeerCertificates: tc.certs}
+			}
+			if err := h.authenticate(r); (err != nil) != tc.wantErr {
+				t.Errorf("authenticate: %v, want error %v", err, tc.wantErr)
+			}
+		})
+	}
+	t.Run("a rotated CA no longer accepts a certificate verified before", func(t *testing.T) {
+		h := &handler{}
+		h.proxy.Store(&frontProxy{pool: pool})
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.TLS = &tls.ConnectionState{PeerCertificates: leaf(frontCA, "front-proxy-client", true)}
+		if err := h.authenticate(r); err != nil {
+			t.Fatalf("before rotation: %v", err)
+		}
+		rotated := x509.NewCertPool()
+		rotated.AddCert(otherCA.Cert)
+		h.proxy.Store(&frontProxy{pool: rotated})
+		if err := h.authenticate(r); err == nil {
+			t.Error("a certificate of the old CA was accepted after the rotation")
+		}
+	})
+	t.Run("no request-header CA loaded", func(t *testing.T) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.TLS = &tls.ConnectionState{PeerCertificates: leaf(frontCA, "front-proxy-client", true)}
+		if err := (&handler{}).authenticate(r); err == nil {
+			t.Error("authenticated without a request-header CA")
+		}
+	})
+}
+
+// TestDiscovery: what the aggregation layer asks before it marks the
+// APIService available, and that a GET without the aggregation layer's
+// certificate is 401 before anything is read.
+func TestDiscovery(t *testing.T) {
+	h := &handler{}
+	for path, want := range map[string]int{
+		"/apis":                     http.StatusOK,
+		"/apis/" + contentapi.Group: http.StatusOK,
+		"/apis/" + contentapi.Group + "/v1alpha1": http.StatusOK,
+		"/healthz": http.StatusOK,
+		"/apis/" + contentapi.Group + "/v1alpha1/namespaces/a/bundlecontents/s-1": http.StatusUnauthorized,
+		"/apis/" + contentapi.Group + "/v1alpha1/namespaces/a/bundlecontents":     http.StatusNotFound,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d, want %d (%s)", path, rec.Code, want, rec.Body.String())
+		}
+	}
+}
