@@ -1,12 +1,15 @@
 package registration
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
 func TestClusterLabels(t *testing.T) {
@@ -91,6 +94,41 @@ func TestGrantRBACIsScoped(t *testing.T) {
 	role, _ := credsAccess("sys", "c-abc", "tok-sa", "ws", nil)
 	if len(role.Rules) != 1 || len(role.Rules[0].ResourceNames) != 1 || role.Rules[0].ResourceNames[0] != "c-abc" {
 		t.Errorf("creds role not limited to one secret: %+v", role.Rules)
+	}
+}
+
+// TestGrantContentAccess: with the content API (the default) a credential
+// has nothing cluster-scoped and reads bundlecontents in its own namespace;
+// with ContentRBAC it also gets the binding to its Content ClusterRole.
+func TestGrantContentAccess(t *testing.T) {
+	for _, rbac := range []bool{false, true} {
+		g := grant{SA: "request-1-uid", Registration: "request-1", Workspace: "ws", Cluster: "c1", ClusterNamespace: "cluster-ws-c1-abc", ContentRBAC: rbac}
+		var bindings []*rbacv1.ClusterRoleBinding
+		bundleContents := false
+		for _, o := range g.objects() {
+			switch o := o.(type) {
+			case *rbacv1.ClusterRoleBinding:
+				bindings = append(bindings, o)
+			case *rbacv1.Role:
+				for _, r := range o.Rules {
+					if slices.Contains(r.Resources, contentapi.Resource) {
+						if o.Namespace != g.ClusterNamespace || !slices.Equal(r.Verbs, []string{"get"}) {
+							t.Errorf("bundlecontents granted as %v in %s", r.Verbs, o.Namespace)
+						}
+						bundleContents = true
+					}
+				}
+			}
+		}
+		if !bundleContents {
+			t.Errorf("ContentRBAC=%v: no get bundlecontents in the cluster namespace", rbac)
+		}
+		switch {
+		case !rbac && len(bindings) != 0:
+			t.Errorf("content API: cluster-wide bindings %v", bindings)
+		case rbac && (len(bindings) != 1 || bindings[0].RoleRef.Name != ContentClusterRoleName(g.ClusterNamespace)):
+			t.Errorf("ContentRBAC: bindings %v, want one to %s", bindings, ContentClusterRoleName(g.ClusterNamespace))
+		}
 	}
 }
 

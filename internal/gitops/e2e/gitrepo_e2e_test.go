@@ -12,15 +12,21 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/controller/content"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/testenv"
@@ -80,6 +86,12 @@ func TestGitRepoToDownstream(t *testing.T) {
 		AgentCheckinInterval: 5 * time.Second, Workers: 4,
 		// The bootstrap also creates the system namespaces registration uses.
 		BootstrapNamespace: "fleet-local",
+		// This test runs the manager without the content API, so that the
+		// older way stays covered end to end: per-cluster Content
+		// ClusterRoles granted before each deployment, and an agent that
+		// finds no content API and reads Contents directly
+		// (test/e2e covers the content API).
+		ContentAPI: serve.Options{Addr: "0"},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = mgr.Start(ctx) }()
@@ -130,6 +142,21 @@ func TestGitRepoToDownstream(t *testing.T) {
 		g.Expect(c.Status.ReadyGitRepos).To(Equal(1))
 	}, wait, poll).Should(Succeed())
 
+	// Without the content API the agent is bound to its Content role,
+	// which lists exactly the Contents of its deployments.
+	g.Eventually(func(g Gomega) {
+		role := &rbacv1.ClusterRole{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Name: content.RoleName(cluster.Status.Namespace)}, role)).To(Succeed())
+		bds := &fleet.BundleDeploymentList{}
+		g.Expect(up.List(ctx, bds, client.InNamespace(cluster.Status.Namespace))).To(Succeed())
+		var want []string
+		for i := range bds.Items {
+			want = append(want, bundle.ContentsOf(&bds.Items[i])...)
+		}
+		g.Expect(bundle.GrantedContents(role)).To(ConsistOf(want))
+	}, wait, poll).Should(Succeed())
+	g.Expect(apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, apiService()))).To(BeTrue(), "no APIService without the content API")
+
 	// A push updates the deployed object.
 	repo.Commit("master", map[string]string{"apps/web/cm.yaml": configMap("web", "v2")})
 	g.Eventually(value("web", "web"), wait, poll).Should(Equal("v2"))
@@ -161,4 +188,11 @@ func TestGitRepoToDownstream(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Namespace: "web", Name: "web"}, &corev1.ConfigMap{}))
 	}, wait, poll).Should(BeTrue())
+}
+
+func apiService() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	return u
 }
