@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // BundleDeploymentOptions is how a bundle is deployed to one cluster. It is
 // shared by fleet.yaml, Bundle, BundleTarget and BundleDeployment.
 type BundleDeploymentOptions struct {
@@ -65,6 +67,13 @@ type BundleDeploymentOptions struct {
 	// namespace.
 	// +optional
 	CreateNamespace *bool `json:"createNamespace,omitempty"`
+
+	// AllowedTargetNamespaceSelector is internal: the manager copies it from
+	// the namespace's GitRepoRestrictions. When set, the agent deploys only
+	// into a target namespace that already exists downstream and whose
+	// labels match it. It is never read from fleet.yaml.
+	// +optional
+	AllowedTargetNamespaceSelector *metav1.LabelSelector `json:"allowedTargetNamespaceSelector,omitempty"`
 }
 
 // KustomizeOptions selects a kustomization.
