@@ -91,6 +91,7 @@ func ParseFleetYAML(data []byte) (*FleetYAML, []string, error) {
 	}
 	var warnings []string
 	unknownKeys(generic, reflect.TypeOf(FleetYAML{}), "", &warnings)
+	stripInternal(fy, &warnings)
 	sort.Strings(warnings)
 	if err := validate(fy); err != nil {
 		return nil, warnings, err
@@ -228,6 +229,25 @@ func validate(fy *FleetYAML) error {
 		}
 	}
 	return nil
+}
+
+// stripInternal clears the options only the manager may set, so a fleet.yaml
+// cannot loosen (or fake) a GitRepoRestriction: allowedTargetNamespaceSelector
+// is copied from the namespace's restrictions onto every BundleDeployment.
+func stripInternal(fy *FleetYAML, warnings *[]string) {
+	strip := func(prefix string, o *fleet.BundleDeploymentOptions) {
+		if o.AllowedTargetNamespaceSelector != nil {
+			o.AllowedTargetNamespaceSelector = nil
+			*warnings = append(*warnings, fmt.Sprintf("key %q is internal (set from GitRepoRestrictions) and was ignored", prefix+"allowedTargetNamespaceSelector"))
+		}
+	}
+	strip("", &fy.BundleDeploymentOptions)
+	for i := range fy.TargetCustomizations {
+		strip(fmt.Sprintf("targetCustomizations[%d].", i), &fy.TargetCustomizations[i].BundleDeploymentOptions)
+	}
+	for i := range fy.Targets {
+		strip(fmt.Sprintf("targets[%d].", i), &fy.Targets[i].BundleDeploymentOptions)
+	}
 }
 
 func validateOptions(prefix string, o *fleet.BundleDeploymentOptions) error {

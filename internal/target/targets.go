@@ -10,6 +10,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Input is everything Compute needs, read from a cache or the API.
@@ -265,6 +266,9 @@ type restrictions struct {
 	allowedSAs []string
 	repos      []*regexp.Regexp
 	namespaces []string
+	// nsSelector is the first allowedTargetNamespaceSelector by restriction
+	// name; the agent enforces it against the downstream namespace's labels.
+	nsSelector *metav1.LabelSelector
 }
 
 func aggregate(list []*fleet.GitRepoRestriction) (*restrictions, error) {
@@ -274,6 +278,12 @@ func aggregate(list []*fleet.GitRepoRestriction) (*restrictions, error) {
 	for _, x := range sorted {
 		if r.defaultSA == "" {
 			r.defaultSA = x.DefaultServiceAccount
+		}
+		if r.nsSelector == nil && x.AllowedTargetNamespaceSelector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(x.AllowedTargetNamespaceSelector); err != nil {
+				return nil, fmt.Errorf("GitRepoRestriction %s: invalid allowedTargetNamespaceSelector: %w", x.Name, err)
+			}
+			r.nsSelector = x.AllowedTargetNamespaceSelector.DeepCopy()
 		}
 		r.allowedSAs = append(r.allowedSAs, x.AllowedServiceAccounts...)
 		r.namespaces = append(r.namespaces, x.AllowedTargetNamespaces...)
@@ -300,9 +310,15 @@ func (r *restrictions) checkRepo(url string) error {
 	return fmt.Errorf("repo %s is not allowed by the GitRepoRestrictions of this namespace", url)
 }
 
-// check applies the default service account and refuses options the
-// restrictions do not allow.
+// check applies the default service account and the namespace selector and
+// refuses options the restrictions do not allow. The selector is always
+// overwritten (cleared when no restriction sets one), so a bundle can neither
+// loosen nor fake it.
 func (r *restrictions) check(o *fleet.BundleDeploymentOptions) error {
+	o.AllowedTargetNamespaceSelector = nil
+	if r.nsSelector != nil {
+		o.AllowedTargetNamespaceSelector = r.nsSelector.DeepCopy()
+	}
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = r.defaultSA
 	}
