@@ -292,6 +292,11 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	}
 	m, err := r.manifest(ctx, bd)
 	if err == nil {
+		// Before downstream resources are copied (which would create the
+		// namespace): a restricted namespace must already exist and match.
+		err = r.deployer.CheckTargetNamespace(ctx, opts)
+	}
+	if err == nil {
 		err = r.copyDownstreamResources(ctx, bd, opts)
 	}
 	var rel *deployer.Release

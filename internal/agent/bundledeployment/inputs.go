@@ -94,7 +94,7 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 		return err
 	}
 	ns := deployer.ReleaseNamespace(opts)
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) && opts.AllowedTargetNamespaceSelector == nil {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
 		}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

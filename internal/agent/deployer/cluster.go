@@ -39,6 +39,10 @@ func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string
 		if opts.CreateNamespace != nil && !*opts.CreateNamespace {
 			return fmt.Errorf("namespace %q does not exist and createNamespace is false", ns)
 		}
+		if opts.AllowedTargetNamespaceSelector != nil {
+			// Deleted since CheckTargetNamespace: never create it.
+			return fmt.Errorf("target namespace %q does not exist; allowedTargetNamespaceSelector forbids creating it", ns)
+		}
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
 		}}

@@ -196,6 +196,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 		return nil, fmt.Errorf("%w: release name %q is longer than %d characters", ErrRender, name, names.MaxHelmReleaseNameLen)
 	}
 	ns := ReleaseNamespace(opts)
+	if err := d.CheckTargetNamespace(ctx, opts); err != nil {
+		return nil, err
+	}
 	ch, err := Render(in.Name, in.Manifest, opts)
 	if err != nil {
 		return nil, err
