@@ -85,6 +85,9 @@ type Reconciler struct {
 	objs *CachedObjects
 	// largePasses bounds concurrent passes over many clusters (largePass).
 	largePasses chan struct{}
+	// statusUnsure holds the Bundles whose last status write failed, so
+	// may or may not have been applied (see patchStatus).
+	statusUnsure sync.Map
 	// grants batches the Content grants of concurrent reconciles per
 	// cluster namespace (see grantBatcher).
 	grants grantBatcher

@@ -417,15 +417,35 @@ func (r *Reconciler) ensureContent(ctx context.Context, m *manifest.Manifest, id
 	return nil
 }
 
-// patchStatus writes the status only when it changed.
+// patchStatus writes the status only when it changed, as a merge patch
+// against the cached status.
+//
+// A write that fails may still have been applied (the connection broke
+// after the API server took it, as when it shuts down). Then neither the
+// cache nor "it did not change" can be trusted: a later reconcile could
+// compute the right status, find it equal to the stale cache and write
+// nothing, and a Bundle's own status changes do not trigger a reconcile.
+// So after a failed write the next one replaces the whole status, guarded
+// by the cached resourceVersion: a stale cache gets a conflict and a retry
+// instead of a patch against the wrong base.
 func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *fleet.BundleStatus) error {
-	if equality.Semantic.DeepEqual(*old, b.Status) {
+	key := client.ObjectKeyFromObject(b)
+	_, unsure := r.statusUnsure.Load(key)
+	if !unsure && equality.Semantic.DeepEqual(*old, b.Status) {
 		return nil
 	}
-	base := b.DeepCopy()
-	base.Status = *old
-	if err := r.Status().Patch(ctx, b, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("patching Bundle status: %w", err)
+	var err error
+	if unsure {
+		err = r.Status().Update(ctx, b)
+	} else {
+		base := b.DeepCopy()
+		base.Status = *old
+		err = r.Status().Patch(ctx, b, client.MergeFrom(base))
 	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		r.statusUnsure.Store(key, true)
+		return fmt.Errorf("writing Bundle status: %w", err)
+	}
+	r.statusUnsure.Delete(key)
 	return nil
 }
