@@ -5,14 +5,13 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	fleetpki "github.com/fleetgo/fleet/internal/pki"
@@ -40,30 +39,36 @@ func (p pki) frontProxyCA() string   { return filepath.Join(p.dir, "front-proxy-
 func (p pki) frontProxyCert() string { return filepath.Join(p.dir, "front-proxy-client.crt") }
 func (p pki) frontProxyKey() string  { return filepath.Join(p.dir, "front-proxy-client.key") }
 
-// frontProxyClientName is the common name the API server proxies as.
-const frontProxyClientName = "front-proxy-client"
-
 // ensureFrontProxy creates the front-proxy CA and client certificate when
 // either is missing (state folders from before the content API lack them).
 func (p pki) ensureFrontProxy() error {
 	if fileExists(p.frontProxyCA()) && fileExists(p.frontProxyCert()) && fileExists(p.frontProxyKey()) {
 		return nil
 	}
-	ca, err := fleetpki.NewCA("fleet-dev-front-proxy-ca")
+	fp, err := fleetpki.NewFrontProxy("fleet-dev-front-proxy-ca", certValidity)
 	if err != nil {
 		return err
 	}
-	crt, key, err := ca.Issue(fleetpki.Leaf{CommonName: frontProxyClientName, Client: true, Validity: 10 * 365 * 24 * time.Hour})
-	if err != nil {
-		return err
-	}
-	for path, data := range map[string][]byte{p.frontProxyCA(): ca.CertPEM, p.frontProxyCert(): crt, p.frontProxyKey(): key} {
+	for path, data := range map[string][]byte{p.frontProxyCA(): fp.CAPEM, p.frontProxyCert(): fp.CertPEM, p.frontProxyKey(): fp.KeyPEM} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// frontProxyArgs are kube-apiserver's aggregation-layer flags.
+func (p pki) frontProxyArgs() []string {
+	flags := fleetpki.FrontProxyFlags(p.frontProxyCA(), p.frontProxyCert(), p.frontProxyKey())
+	args := make([]string, 0, len(flags))
+	for _, k := range slices.Sorted(maps.Keys(flags)) {
+		args = append(args, "--"+k+"="+flags[k])
+	}
+	return args
+}
+
+// certValidity is the lifetime of the embedded control plane's certificates.
+const certValidity = 10 * 365 * 24 * time.Hour
 
 // ensure creates whatever is missing. A partial set (a crash while writing)
 // is recreated from scratch only when the CA itself is missing.
@@ -78,53 +83,36 @@ func (p pki) ensure() error {
 		fileExists(p.adminCert()) && fileExists(p.saKey()) {
 		return nil
 	}
-	var caKey *ecdsa.PrivateKey
-	var ca *x509.Certificate
+	var ca *fleetpki.CA
+	var err error
 	if fileExists(p.caCert()) && fileExists(p.caKey()) {
-		var err error
-		if ca, caKey, err = loadPair(p.caCert(), p.caKey()); err != nil {
+		if ca, err = p.loadCA(); err != nil {
 			return err
 		}
 	} else {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if ca, err = fleetpki.NewCA("fleet-dev-ca"); err != nil {
+			return err
+		}
+		key, err := ca.KeyPEM()
 		if err != nil {
 			return err
 		}
-		tmpl := &x509.Certificate{
-			SerialNumber:          serial(),
-			Subject:               pkix.Name{CommonName: "fleet-dev-ca"},
-			NotBefore:             time.Now().Add(-time.Hour),
-			NotAfter:              time.Now().AddDate(10, 0, 0),
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-			BasicConstraintsValid: true,
-			IsCA:                  true,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			return err
-		}
-		if ca, err = x509.ParseCertificate(der); err != nil {
-			return err
-		}
-		caKey = key
-		if err := writePair(p.caCert(), p.caKey(), der, key); err != nil {
+		if err := writePair(p.caCert(), p.caKey(), ca.CertPEM, key); err != nil {
 			return err
 		}
 	}
 	if !fileExists(p.servingCert()) {
-		if err := issue(ca, caKey, p.servingCert(), p.servingKey(), &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "kube-apiserver"},
-			DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		if err := issue(ca, p.servingCert(), p.servingKey(), fleetpki.Leaf{
+			CommonName: "kube-apiserver",
+			DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+			IPs:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
 		}); err != nil {
 			return err
 		}
 	}
 	if !fileExists(p.adminCert()) {
-		if err := issue(ca, caKey, p.adminCert(), p.adminKey(), &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "fleet-dev-admin", Organization: []string{"system:masters"}},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		if err := issue(ca, p.adminCert(), p.adminKey(), fleetpki.Leaf{
+			CommonName: "fleet-dev-admin", Organization: []string{"system:masters"}, Client: true,
 		}); err != nil {
 			return err
 		}
@@ -145,61 +133,37 @@ func (p pki) ensure() error {
 	return nil
 }
 
-func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, certPath, keyPath string, tmpl *x509.Certificate) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// issue signs a certificate valid for certValidity and writes it.
+func issue(ca *fleetpki.CA, certPath, keyPath string, l fleetpki.Leaf) error {
+	l.Validity = certValidity
+	crt, key, err := ca.Issue(l)
 	if err != nil {
 		return err
 	}
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().AddDate(10, 0, 0)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	return writePair(certPath, keyPath, der, key)
+	return writePair(certPath, keyPath, crt, key)
 }
 
-func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+func writePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
+	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return os.WriteFile(certPath, certPEM, 0o644)
 }
 
-func loadPair(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cb, err := os.ReadFile(certPath)
+func (p pki) loadCA() (*fleetpki.CA, error) {
+	cb, err := os.ReadFile(p.caCert())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	kb, err := os.ReadFile(keyPath)
+	kb, err := os.ReadFile(p.caKey())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cblock, _ := pem.Decode(cb)
-	kblock, _ := pem.Decode(kb)
-	if cblock == nil || kblock == nil {
-		return nil, nil, errors.New("corrupt PEM in " + filepath.Dir(certPath) + "; run `fleet dev down` to start over")
-	}
-	cert, err := x509.ParseCertificate(cblock.Bytes)
+	ca, err := fleetpki.LoadCA(cb, kb)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", certPath, err)
+		return nil, fmt.Errorf("%w in %s; run `fleet dev down` to start over", err, p.dir)
 	}
-	key, err := x509.ParseECPrivateKey(kblock.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", keyPath, err)
-	}
-	return cert, key, nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
+	return ca, nil
 }
 
 func fileExists(p string) bool {

@@ -68,7 +68,7 @@ func (c *controlPlane) start(ctx context.Context, table *procTable) error {
 	c.apiserver, err = startProc(procSpec{
 		Name: c.name + "-apiserver",
 		Path: filepath.Join(c.assets, "kube-apiserver"),
-		Args: []string{
+		Args: append([]string{
 			"--advertise-address=127.0.0.1",
 			// Loopback advertise addresses need the endpoint reconciler off;
 			// nothing here uses the in-cluster "kubernetes" Service anyway.
@@ -90,14 +90,7 @@ func (c *controlPlane) start(ctx context.Context, table *procTable) error {
 			"--disable-admission-plugins=ServiceAccount",
 			"--authorization-mode=RBAC",
 			// The aggregation layer, for the manager's content API.
-			"--requestheader-client-ca-file=" + p.frontProxyCA(),
-			"--requestheader-allowed-names=" + frontProxyClientName,
-			"--requestheader-username-headers=X-Remote-User",
-			"--requestheader-group-headers=X-Remote-Group",
-			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-			"--proxy-client-cert-file=" + p.frontProxyCert(),
-			"--proxy-client-key-file=" + p.frontProxyKey(),
-		},
+		}, p.frontProxyArgs()...),
 		LogPath: filepath.Join(c.dir, "apiserver.log"),
 	})
 	if err != nil {

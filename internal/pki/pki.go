@@ -1,8 +1,9 @@
 // Package pki makes the small certificate authorities the project needs at
 // run time: the serving certificate of the manager's content API (which the
 // API server's aggregation layer verifies against the APIService caBundle)
-// and, in the embedded control planes of tests and `fleet dev`, the
-// front-proxy CA that lets kube-apiserver prove itself to that API.
+// and, for the embedded control planes of tests and `fleet dev`, their
+// cluster CA, serving and admin certificates and the front-proxy CA that
+// lets kube-apiserver prove itself to that API.
 package pki
 
 import (
@@ -77,6 +78,9 @@ func (ca *CA) KeyPEM() ([]byte, error) { return keyPEM(ca.Key) }
 // Leaf describes a certificate to issue.
 type Leaf struct {
 	CommonName string
+	// Organization becomes the groups of a client certificate (such as
+	// system:masters).
+	Organization []string
 	// DNSNames and IPs are the subject alternative names of a server
 	// certificate.
 	DNSNames []string
@@ -102,12 +106,12 @@ func (ca *CA) Issue(l Leaf) (certPEM, keyPEMOut []byte, err error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: l.CommonName},
+		Subject:      pkix.Name{CommonName: l.CommonName, Organization: l.Organization},
 		DNSNames:     l.DNSNames,
 		IPAddresses:  l.IPs,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(l.Validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
@@ -132,4 +136,43 @@ func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	return n
+}
+
+// FrontProxyClientName is the common name of the certificate kube-apiserver
+// presents to aggregated APIs (the manager's content API).
+const FrontProxyClientName = "front-proxy-client"
+
+// FrontProxy is the aggregation layer's material: the request-header CA and
+// the client certificate kube-apiserver proxies with.
+type FrontProxy struct {
+	CAPEM, CertPEM, KeyPEM []byte
+}
+
+// NewFrontProxy creates a request-header CA and its client certificate.
+func NewFrontProxy(caName string, validity time.Duration) (*FrontProxy, error) {
+	ca, err := NewCA(caName)
+	if err != nil {
+		return nil, err
+	}
+	crt, key, err := ca.Issue(Leaf{CommonName: FrontProxyClientName, Client: true, Validity: validity})
+	if err != nil {
+		return nil, err
+	}
+	return &FrontProxy{CAPEM: ca.CertPEM, CertPEM: crt, KeyPEM: key}, nil
+}
+
+// FrontProxyFlags are the kube-apiserver flags (names without "--") that
+// configure the aggregation layer the way kubeadm does, from the files of a
+// FrontProxy. Without them an aggregated API cannot tell the API server
+// from anyone else.
+func FrontProxyFlags(caFile, certFile, keyFile string) map[string]string {
+	return map[string]string{
+		"requestheader-client-ca-file":       caFile,
+		"requestheader-allowed-names":        FrontProxyClientName,
+		"requestheader-username-headers":     "X-Remote-User",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"proxy-client-cert-file":             certFile,
+		"proxy-client-key-file":              keyFile,
+	}
 }
