@@ -27,6 +27,7 @@ package contentapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -102,13 +103,9 @@ func (r *Reader) Get(ctx context.Context, namespace, name, deployment string) (c
 		if deployment != "" {
 			req = req.Param(DeploymentParam, deployment)
 		}
-		raw, err := req.Do(ctx).Raw()
+		content, sum, err := fetch(ctx, req, Kind+" "+namespace+"/"+name)
 		if err == nil {
-			bc := &BundleContent{}
-			if err := json.Unmarshal(raw, bc); err != nil {
-				return nil, "", fmt.Errorf("decoding %s %s/%s: %w", Kind, namespace, name, err)
-			}
-			return bc.Content, bc.SHA256Sum, nil
+			return content, sum, nil
 		}
 		switch {
 		case apiAbsent(err):
@@ -131,32 +128,36 @@ func (r *Reader) Get(ctx context.Context, namespace, name, deployment string) (c
 
 // getDirect GETs the cluster-scoped Content.
 func (r *Reader) getDirect(ctx context.Context, name string) ([]byte, string, error) {
-	c := struct {
-		Content   []byte `json:"content,omitempty"`
-		SHA256Sum string `json:"sha256sum,omitempty"`
-	}{}
-	raw, err := r.REST.Get().AbsPath("/apis/fleet.cattle.io/v1alpha1/contents/" + name).Do(ctx).Raw()
+	return fetch(ctx, r.REST.Get().AbsPath("/apis/fleet.cattle.io/v1alpha1/contents/"+name), "Content "+name)
+}
+
+// fetch sends req and decodes the answer: a BundleContent or a Content,
+// which carry the manifest in the same fields.
+func fetch(ctx context.Context, req *rest.Request, what string) ([]byte, string, error) {
+	raw, err := req.Do(ctx).Raw()
 	if err != nil {
 		return nil, "", err
 	}
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return nil, "", fmt.Errorf("decoding Content %s: %w", name, err)
+	bc := &BundleContent{}
+	if err := json.Unmarshal(raw, bc); err != nil {
+		return nil, "", fmt.Errorf("decoding %s: %w", what, err)
 	}
-	return c.Content, c.SHA256Sum, nil
+	return bc.Content, bc.SHA256Sum, nil
 }
 
 // apiAbsent tells the API server's own "no such resource" 404 (the API is
 // not registered) from the content server's 404 for one object, which
 // names the object in its details.
 func apiAbsent(err error) bool {
-	var se apierrors.APIStatus
 	if !apierrors.IsNotFound(err) {
 		return false
 	}
-	if s, ok := err.(apierrors.APIStatus); ok {
-		se = s
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return true
 	}
-	return se == nil || se.Status().Details == nil || se.Status().Details.Name == ""
+	d := se.Status().Details
+	return d == nil || d.Name == ""
 }
 
 // NewReader builds a Reader on cfg, sharing httpClient's connections (the

@@ -8,9 +8,10 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Input is everything Compute needs, read from a cache or the API.

@@ -1,10 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 	if err != nil {
 		return fmt.Errorf("content API: %w", err)
 	}
-	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(),
+	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}),
 		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}
 	if err := mgr.Add(s); err != nil {
 		return err
@@ -90,6 +90,10 @@ type server struct {
 	live   client.Reader
 	writer client.Client
 	h      *handler
+	// ready is closed once the server has its certificate; caBundle is
+	// then the CA the APIService must trust.
+	ready    chan struct{}
+	caBundle []byte
 }
 
 // NeedLeaderElection: every replica serves.
@@ -103,11 +107,13 @@ func (s *server) port() int32 { return int32(s.ln.Addr().(*net.TCPAddr).Port) }
 // rotate it).
 func (s *server) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("content-api")
-	cert, err := s.servingCert(ctx)
+	cert, ca, err := s.servingCert(ctx)
 	if err != nil {
 		_ = s.ln.Close()
 		return fmt.Errorf("content API serving certificate: %w", err)
 	}
+	s.caBundle = ca
+	close(s.ready)
 	if err := s.loadFrontProxy(ctx); err != nil {
 		// Not fatal: without it every GET is refused (401), and the
 		// refresh below keeps trying.
@@ -183,29 +189,28 @@ func (o Options) tlsSecretName() string { return o.Service + "-tls" }
 // creates it: replicas (and restarts) must serve the certificate the
 // APIService's caBundle trusts. It is renewed when less than 90 days of
 // its ten years remain or when the Service name changed.
-func (s *server) servingCert(ctx context.Context) (*tls.Certificate, error) {
+func (s *server) servingCert(ctx context.Context) (cert *tls.Certificate, caPEM []byte, err error) {
 	key := types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.tlsSecretName()}
 	for attempt := 0; attempt < 5; attempt++ {
 		sec := &corev1.Secret{}
 		err := s.live.Get(ctx, key, sec)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		exists := err == nil
-		if exists && s.certUsable(sec) {
-			cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
-			if err == nil {
-				return &cert, nil
+		if exists {
+			if cert := s.usableCert(sec); cert != nil {
+				return cert, sec.Data["ca.crt"], nil
 			}
 		}
 		ca, err := pki.NewCA("fleet-content-api-ca")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		crt, k, err := ca.Issue(pki.Leaf{CommonName: s.opts.Service, DNSNames: s.opts.dnsNames(),
 			IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: 10 * 365 * 24 * time.Hour})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{fleet.ManagedLabel: "true"}},
 			Type: corev1.SecretTypeTLS,
@@ -216,7 +221,7 @@ func (s *server) servingCert(ctx context.Context) (*tls.Certificate, error) {
 		} else {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}
 			if err := s.writer.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, err
+				return nil, nil, err
 			}
 			err = s.writer.Create(ctx, want)
 		}
@@ -224,24 +229,26 @@ func (s *server) servingCert(ctx context.Context) (*tls.Certificate, error) {
 			continue // another replica won: use its certificate
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cert, err := tls.X509KeyPair(crt, k)
-		return &cert, err
+		kp, err := tls.X509KeyPair(crt, k)
+		return &kp, ca.CertPEM, err
 	}
-	return nil, errors.New("the serving certificate Secret keeps changing")
+	return nil, nil, errors.New("the serving certificate Secret keeps changing")
 }
 
-func (s *server) certUsable(sec *corev1.Secret) bool {
+// usableCert returns the Secret's certificate if it can be served as is:
+// it parses, has its CA, has 90 days left and names the Service.
+func (s *server) usableCert(sec *corev1.Secret) *tls.Certificate {
 	cert, err := tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 	if err != nil || len(sec.Data["ca.crt"]) == 0 {
-		return false
+		return nil
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil || time.Until(leaf.NotAfter) < 90*24*time.Hour {
-		return false
+	if err != nil || time.Until(leaf.NotAfter) < 90*24*time.Hour || leaf.VerifyHostname(s.opts.dnsNames()[0]) != nil {
+		return nil
 	}
-	return leaf.VerifyHostname(s.opts.dnsNames()[0]) == nil
+	return &cert
 }
 
 // registrar writes the Service (ExternalName mode) and the APIService. It
@@ -254,6 +261,12 @@ func (r *registrar) NeedLeaderElection() bool { return true }
 
 func (r *registrar) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("content-api")
+	// The APIService must trust the certificate the server serves.
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-r.s.ready:
+	}
 	for {
 		if err := r.register(ctx); err != nil {
 			l.Error(err, "registering the content API")
@@ -268,22 +281,6 @@ func (r *registrar) Start(ctx context.Context) error {
 
 func (r *registrar) register(ctx context.Context) error {
 	o := r.s.opts
-	sec := &corev1.Secret{}
-	// The server creates the certificate; wait for it.
-	for {
-		err := r.s.live.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.tlsSecretName()}, sec)
-		if err == nil && len(sec.Data["ca.crt"]) > 0 {
-			break
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 	port := o.Port
 	if o.ExternalName != "" {
 		port = r.s.port()
@@ -291,7 +288,7 @@ func (r *registrar) register(ctx context.Context) error {
 			return err
 		}
 	}
-	return ensureAPIService(ctx, r.s.live, r.s.writer, o, port, sec.Data["ca.crt"])
+	return ensureAPIService(ctx, r.s.live, r.s.writer, o, port, r.s.caBundle)
 }
 
 func (r *registrar) ensureService(ctx context.Context) error {
@@ -314,14 +311,15 @@ func (r *registrar) ensureService(ctx context.Context) error {
 }
 
 // ensureAPIService creates or corrects the APIService. It is written as
-// unstructured to keep the kube-aggregator module out of the build.
+// unstructured to keep the kube-aggregator module out of the build, so the
+// spec holds what the API server returns: caBundle base64, numbers int64.
 func ensureAPIService(ctx context.Context, live client.Reader, w client.Client, o Options, port int32, caBundle []byte) error {
 	spec := map[string]any{
 		"group":                contentapi.Group,
 		"version":              contentapi.Version,
 		"groupPriorityMinimum": int64(1000),
 		"versionPriority":      int64(15),
-		"caBundle":             caBundle,
+		"caBundle":             base64.StdEncoding.EncodeToString(caBundle),
 		"service":              map[string]any{"namespace": o.Namespace, "name": o.Service, "port": int64(port)},
 	}
 	cur := &unstructured.Unstructured{}
@@ -329,12 +327,11 @@ func ensureAPIService(ctx context.Context, live client.Reader, w client.Client, 
 	cur.SetKind("APIService")
 	err := live.Get(ctx, types.NamespacedName{Name: contentapi.APIServiceName}, cur)
 	if apierrors.IsNotFound(err) {
-		obj := &unstructured.Unstructured{Object: map[string]any{}}
+		obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 		obj.SetAPIVersion("apiregistration.k8s.io/v1")
 		obj.SetKind("APIService")
 		obj.SetName(contentapi.APIServiceName)
 		obj.SetLabels(map[string]string{fleet.ManagedLabel: "true"})
-		obj.Object["spec"] = toJSONMap(spec)
 		return w.Create(ctx, obj)
 	}
 	if err != nil {
@@ -342,34 +339,10 @@ func ensureAPIService(ctx context.Context, live client.Reader, w client.Client, 
 	}
 	have, _ := cur.Object["spec"].(map[string]any)
 	svc, _ := have["service"].(map[string]any)
-	if have["caBundle"] == toJSONMap(spec)["caBundle"] && svc != nil && svc["namespace"] == o.Namespace && svc["name"] == o.Service &&
+	if have["caBundle"] == spec["caBundle"] && svc != nil && svc["namespace"] == o.Namespace && svc["name"] == o.Service &&
 		fmt.Sprint(svc["port"]) == strconv.Itoa(int(port)) {
 		return nil
 	}
-	cur.Object["spec"] = toJSONMap(spec)
+	cur.Object["spec"] = spec
 	return w.Update(ctx, cur)
-}
-
-// toJSONMap round-trips through JSON so that []byte becomes base64 and
-// numbers match what the API server returns.
-func toJSONMap(m map[string]any) map[string]any {
-	raw, _ := json.Marshal(m)
-	out := map[string]any{}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	_ = d.Decode(&out)
-	// unstructured content must use int64, not json.Number.
-	if svc, ok := out["service"].(map[string]any); ok {
-		if n, ok := svc["port"].(json.Number); ok {
-			v, _ := n.Int64()
-			svc["port"] = v
-		}
-	}
-	for _, k := range []string{"groupPriorityMinimum", "versionPriority"} {
-		if n, ok := out[k].(json.Number); ok {
-			v, _ := n.Int64()
-			out[k] = v
-		}
-	}
-	return out
 }
