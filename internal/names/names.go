@@ -41,6 +41,11 @@ func ClusterNamespace(workspace, cluster string) string {
 	return SafeConcatName("cluster", workspace, cluster, KeyHash(workspace+"::"+cluster))
 }
 
+// ContentRoleName is the ClusterRole that lets the agent of a cluster
+// namespace read its Contents when the content API is off (registration
+// binds it, the Content controller keeps it).
+func ContentRoleName(clusterNamespace string) string { return "fleet-content-" + clusterNamespace }
+
 // ClusterNameForClientID is the name of a Cluster created at registration.
 func ClusterNameForClientID(clientID string) string {
 	return "cluster-" + KeyHash(clientID)

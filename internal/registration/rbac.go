@@ -8,14 +8,8 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/names"
 )
-
-// ContentClusterRoleName is the ClusterRole (maintained by the Content
-// controller) that lets a cluster's agent read exactly the Contents of its
-// BundleDeployments (contract 3).
-func ContentClusterRoleName(clusterNamespace string) string {
-	return "fleet-content-" + clusterNamespace
-}
 
 // Labels put on every object created for one agent credential, so that a
 // deleted Cluster's objects can be found and removed.
@@ -83,7 +77,7 @@ func (g grant) objects() []client.Object {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
 		Subjects: []rbacv1.Subject{g.subject()}}
 	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(g.SA+"-content", ""),
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ContentClusterRoleName(g.ClusterNamespace)},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: names.ContentRoleName(g.ClusterNamespace)},
 		Subjects: []rbacv1.Subject{g.subject()}}
 	if !g.ContentRBAC {
 		return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding}

@@ -10,6 +10,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 func TestClusterLabels(t *testing.T) {
@@ -126,8 +127,8 @@ func TestGrantContentAccess(t *testing.T) {
 		switch {
 		case !rbac && len(bindings) != 0:
 			t.Errorf("content API: cluster-wide bindings %v", bindings)
-		case rbac && (len(bindings) != 1 || bindings[0].RoleRef.Name != ContentClusterRoleName(g.ClusterNamespace)):
-			t.Errorf("ContentRBAC: bindings %v, want one to %s", bindings, ContentClusterRoleName(g.ClusterNamespace))
+		case rbac && (len(bindings) != 1 || bindings[0].RoleRef.Name != names.ContentRoleName(g.ClusterNamespace)):
+			t.Errorf("ContentRBAC: bindings %v, want one to %s", bindings, names.ContentRoleName(g.ClusterNamespace))
 		}
 	}
 }

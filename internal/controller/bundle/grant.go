@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Content RBAC (contract 3): each cluster namespace has one ClusterRole,
@@ -37,7 +38,7 @@ const (
 )
 
 // ContentRoleName is the ClusterRole of a cluster namespace.
-func ContentRoleName(clusterNamespace string) string { return "fleet-content-" + clusterNamespace }
+func ContentRoleName(clusterNamespace string) string { return names.ContentRoleName(clusterNamespace) }
 
 // ContentRules is the single rule of a role: get on exactly these Contents;
 // no rule at all when there are none (an empty resourceNames would allow
