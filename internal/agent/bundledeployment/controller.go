@@ -291,9 +291,10 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
 	}
 	m, err := r.manifest(ctx, bd)
-	if err == nil {
-		// Before downstream resources are copied (which would create the
-		// namespace): a restricted namespace must already exist and match.
+	if err == nil && len(opts.DownstreamResources) > 0 {
+		// Before downstream resources are copied into it: a restricted
+		// namespace must already exist and match. (Deploy checks it too,
+		// for what it applies; without copies that check is enough.)
 		err = r.deployer.CheckTargetNamespace(ctx, opts)
 	}
 	if err == nil {
