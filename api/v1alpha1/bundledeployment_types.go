@@ -68,9 +68,16 @@ type BundleDeploymentSpec struct {
 
 // BundleDeploymentStatus is reported by the agent.
 type BundleDeploymentStatus struct {
+	// An atomic list, as in Fleet (whose list has no map keys): the agent
+	// is its only writer and always writes it whole. It keeps one
+	// managedFields entry for all conditions instead of one per field of
+	// each, a sixth of a deployed BundleDeployment's size that every write,
+	// watch event and etcd read pays (docs/scale.md).
+
+	// Conditions are Installed, Deployed, Monitored and Ready, written by
+	// the agent.
 	// +optional
-	// +listType=map
-	// +listMapKey=type
+	// +listType=atomic
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// +optional
 	AppliedDeploymentID string `json:"appliedDeploymentID,omitempty"`
@@ -173,5 +180,5 @@ type BundleDeploymentResource struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 	// +optional
-	CreatedAt metav1.Time `json:"createdAt,omitempty"`
+	CreatedAt metav1.Time `json:"createdAt,omitzero"`
 }

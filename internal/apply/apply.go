@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,14 @@ type Options struct {
 	// origin (e.g. repo-name); those not in the applied set are deleted.
 	// nil means no pruning.
 	PruneSelector map[string]string
+	// Parallel is how many bundles are written at once (default
+	// DefaultParallel). A repository of many paths then lands as one
+	// change, not one bundle per round trip.
+	Parallel int
 }
+
+// DefaultParallel is Options.Parallel when unset.
+const DefaultParallel = 8
 
 // Result says what Apply changed.
 type Result struct {
@@ -42,28 +50,55 @@ func Apply(ctx context.Context, c client.Client, bundles []*fleet.Bundle, opts O
 	return err
 }
 
-// ApplyWithResult is Apply, reporting what changed.
+// ApplyWithResult is Apply, reporting what changed, in the order of
+// bundles. When writes fail, the error is the first failed bundle's (in
+// that order) and the result lists only what was written.
 func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bundle, opts Options) (*Result, error) {
 	res := &Result{}
 	keep := map[types.NamespacedName]bool{}
-	for _, b := range bundles {
-		desired := b.DeepCopy()
-		if desired.Namespace == "" {
-			desired.Namespace = opts.Namespace
+	desired := make([]*fleet.Bundle, len(bundles))
+	for i, b := range bundles {
+		desired[i] = b.DeepCopy()
+		if desired[i].Namespace == "" {
+			desired[i].Namespace = opts.Namespace
 		}
-		keep[client.ObjectKeyFromObject(desired)] = true
-		outcome, err := applyOne(ctx, c, desired)
-		if err != nil {
-			return res, fmt.Errorf("bundle %s/%s: %w", desired.Namespace, desired.Name, err)
+		keep[client.ObjectKeyFromObject(desired[i])] = true
+	}
+	outcomes, errs := make([]outcome, len(desired)), make([]error, len(desired))
+	width := opts.Parallel
+	if width <= 0 {
+		width = DefaultParallel
+	}
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i, d := range desired {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			outcomes[i], errs[i] = applyOne(ctx, c, d)
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for i, d := range desired {
+		if errs[i] != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("bundle %s/%s: %w", d.Namespace, d.Name, errs[i])
+			}
+			continue
 		}
-		switch outcome {
+		switch outcomes[i] {
 		case created:
-			res.Created = append(res.Created, desired.Name)
+			res.Created = append(res.Created, d.Name)
 		case updated:
-			res.Updated = append(res.Updated, desired.Name)
+			res.Updated = append(res.Updated, d.Name)
 		default:
-			res.Unchanged = append(res.Unchanged, desired.Name)
+			res.Unchanged = append(res.Unchanged, d.Name)
 		}
+	}
+	if firstErr != nil {
+		return res, firstErr
 	}
 	if opts.PruneSelector == nil {
 		return res, nil

@@ -247,3 +247,43 @@ func TestApplyConcurrentConflicts(t *testing.T) {
 		t.Errorf("content %q, want the last write", b.Spec.Resources[0].Content)
 	}
 }
+
+// TestApplyManyInParallel writes more bundles than are written at once, one
+// of them invalid: the others land, the result keeps the input order, the
+// error names the invalid one, and nothing is pruned.
+func TestApplyManyInParallel(t *testing.T) {
+	ctx := context.Background()
+	sel := map[string]string{fleet.RepoLabel: "many"}
+	stale := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "many-stale", Labels: sel}}
+	if err := up.Client.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	var bundles []*fleet.Bundle
+	var want []string
+	for i := range 3 * apply.DefaultParallel {
+		name := fmt.Sprintf("many-%02d", i)
+		if i == 13 {
+			name = "Many_Invalid" // not a DNS-1123 name: the API server refuses it
+		} else {
+			want = append(want, name)
+		}
+		bundles = append(bundles, &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: sel}})
+	}
+	res, err := apply.ApplyWithResult(ctx, up.Client, bundles, apply.Options{Namespace: ns, PruneSelector: sel})
+	if err == nil || !strings.Contains(err.Error(), "Many_Invalid") {
+		t.Fatalf("error %v, want one naming Many_Invalid", err)
+	}
+	if strings.Join(res.Created, ",") != strings.Join(want, ",") {
+		t.Errorf("created %v, want %v", res.Created, want)
+	}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(stale), &fleet.Bundle{}); err != nil {
+		t.Errorf("the stale bundle was pruned although a write failed: %v", err)
+	}
+	list := &fleet.BundleList{}
+	if err := up.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels(sel)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(want)+1 {
+		t.Errorf("%d bundles stored, want %d written plus the stale one", len(list.Items), len(want))
+	}
+}

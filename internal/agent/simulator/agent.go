@@ -328,6 +328,18 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 		if ctx.Err() != nil {
 			return
 		}
+		if apierrors.IsConflict(err) {
+			// The manager changed the deployment meanwhile: its newer
+			// version is on the way (or already pending); read it again
+			// at once rather than after a failure's backoff.
+			go func() {
+				select {
+				case a.retries <- bd.Name:
+				case <-a.done:
+				}
+			}()
+			return
+		}
 		a.s.Stats.Failures.Add(1)
 		log.FromContext(ctx).Info("applying bundledeployment failed", "bundledeployment", bd.Name, "error", err.Error())
 		a.retryLater(bd.Name)
@@ -381,12 +393,17 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 		}
 		rep = report{release: rel.String(), resources: resourcesOfRelease(rel)}
 	}
-	st := readyStatus(bd, rep, time.Now())
-	body, err := json.Marshal(map[string]any{"status": st})
+	// As the real agent: the whole status, under the resourceVersion the
+	// watch delivered, so that it never replaces a newer one.
+	up := bd.DeepCopy()
+	up.Status = readyStatus(bd, rep, time.Now())
+	up.APIVersion, up.Kind = fleet.GroupVersion.String(), "BundleDeployment"
+	up.ManagedFields = nil // left out, the API server keeps what it has
+	body, err := json.Marshal(up)
 	if err != nil {
 		return err
 	}
-	return a.s.fleetClient.Patch(types.MergePatchType).Namespace(bd.Namespace).Resource("bundledeployments").
+	return a.s.fleetClient.Put().Namespace(bd.Namespace).Resource("bundledeployments").
 		Name(bd.Name).SubResource("status").Body(body).Do(ctx).Error()
 }
 

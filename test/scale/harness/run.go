@@ -23,6 +23,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/agent/simulator"
+	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/scheme"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
@@ -239,15 +240,17 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		if o.ProfileSeconds < 0 {
 			return
 		}
-		path := filepath.Join(o.OutDir, "manager-cpu-"+phaseName+".pprof")
-		res.Profiles = append(res.Profiles, path)
-		profiles.Add(1)
-		go func() {
-			defer profiles.Done()
-			if err := mgr.profile(ctx, fmt.Sprintf("profile?seconds=%d", o.ProfileSeconds), path); err != nil {
-				_, _ = fmt.Fprintf(o.Log, "manager CPU profile: %v\n", err)
-			}
-		}()
+		for role, p := range map[string]*child{"manager": mgr, "agents": agents} {
+			path := filepath.Join(o.OutDir, role+"-cpu-"+phaseName+".pprof")
+			res.Profiles = append(res.Profiles, path)
+			profiles.Add(1)
+			go func() {
+				defer profiles.Done()
+				if err := p.profile(ctx, fmt.Sprintf("profile?seconds=%d", o.ProfileSeconds), path); err != nil {
+					_, _ = fmt.Fprintf(o.Log, "%s CPU profile: %v\n", role, err)
+				}
+			}()
+		}
 	}
 
 	if sc.Bundles > 0 {
@@ -256,12 +259,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			profileDuring("create")
 		}
 		p := tr.startBDPhase(sc.Clusters*sc.Bundles, false, nil)
-		for i := range sc.Bundles {
+		// Written as fleet apply and a GitRepo write a repository's
+		// bundles: apply.DefaultParallel at a time.
+		if err := parallel(ctx, sc.Bundles, apply.DefaultParallel, func(i int) error {
 			b := bundle(i, sc.ResourcesPerBundle, 0)
 			labelShard(sc, i, b)
-			if err := up.Client.Create(ctx, b); err != nil {
-				return res, fmt.Errorf("creating bundle: %w", err)
-			}
+			return up.Client.Create(ctx, b)
+		}); err != nil {
+			return res, fmt.Errorf("creating bundle: %w", err)
 		}
 		ok := wait(ctx, p.complete, o.PhaseTimeout, mgr, agents)
 		if len(shards) > 0 {
