@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetgo/fleet/internal/agent/heartbeat"
 	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
@@ -217,7 +218,9 @@ func runRegistered(ctx context.Context, opts Options, down client.Client, cred *
 	defer cancel(nil)
 	refused := func(err error) { cancel(fmt.Errorf("%w: %v", errCredentialRefused, err)) }
 
-	mgr, err := ctrl.NewManager(cred.RESTConfig(), ctrl.Options{
+	upCfg := cred.RESTConfig()
+	kubeclient.LimitInFlight(upCfg, 0)
+	mgr, err := ctrl.NewManager(upCfg, ctrl.Options{
 		Scheme: scheme.Scheme,
 		// Only the cluster namespace is cached, and without managedFields
 		// (nothing in the agent reads them; they are a quarter of a

@@ -20,6 +20,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
@@ -54,6 +55,11 @@ type Options struct {
 	BootstrapNamespace string
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
+	// MaxInFlight bounds the manager's API requests in flight, watches
+	// excepted (default kubeclient.DefaultMaxInFlight): more than an
+	// HTTP/2 connection's streams make Go's client dial a TLS connection
+	// per waiting request.
+	MaxInFlight int
 	// AgentTokenTTL is the lifetime of agent credentials (default 30 days).
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.
@@ -146,6 +152,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 		opts.APIServerCA = ca
 	}
+	cfg = rest.CopyConfig(cfg)
+	kubeclient.LimitInFlight(cfg, opts.MaxInFlight)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
 		Cache:  shardCache(opts.ShardID),

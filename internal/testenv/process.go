@@ -67,6 +67,16 @@ func (c *Cluster) APIServerPID() int {
 	return childPID("kube-apiserver", "--secure-port="+u.Port())
 }
 
+// EtcdPID is the process ID of the cluster's etcd, or 0 if it is not
+// running (as a child of this process).
+func (c *Cluster) EtcdPID() int {
+	e := c.env.ControlPlane.Etcd
+	if e == nil || e.URL == nil {
+		return 0
+	}
+	return childPID("etcd", "--listen-client-urls="+e.URL.String())
+}
+
 // childPID finds a child process of this process running binary with the
 // argument arg (exactly).
 func childPID(binary, arg string) int {

@@ -378,7 +378,7 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 	if err != nil {
 		return err
 	}
-	rep := report{resources: resourcesOf(m, a.ns), release: a.ns + "/" + deployer.ReleaseName(bd.Name, opts) + ":0"}
+	rep := report{resources: a.s.resourcesOf(manifest.ManifestIDOf(bd.Spec.DeploymentID), m, a.ns), release: a.ns + "/" + deployer.ReleaseName(bd.Name, opts) + ":0"}
 	if a.s.opts.Mode == RealApply {
 		// Each simulated cluster deploys into its own namespace of the
 		// shared downstream cluster.

@@ -44,6 +44,24 @@ func readyStatus(bd *fleet.BundleDeployment, r report, now time.Time) fleet.Bund
 	return st
 }
 
+// resourcesOf is resourcesOf(m, ns), parsing each manifest (named id)
+// once per process.
+func (s *Simulator) resourcesOf(id string, m *manifest.Manifest, ns string) []fleet.BundleDeploymentResource {
+	cached, ok := s.objects.Load(id)
+	if !ok {
+		cached, _ = s.objects.LoadOrStore(id, resourcesOf(m, ""))
+	}
+	objs := cached.([]fleet.BundleDeploymentResource)
+	out := make([]fleet.BundleDeploymentResource, len(objs))
+	for i, o := range objs {
+		if o.Namespace == "" {
+			o.Namespace = ns
+		}
+		out[i] = o
+	}
+	return out
+}
+
 // resourcesOf lists the objects of a raw-manifest bundle without rendering
 // it (status-only mode): every YAML document of every manifest file outside
 // overlays/ and .chart/, in namespace ns unless it names its own.

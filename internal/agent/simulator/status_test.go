@@ -75,6 +75,24 @@ func TestResourcesOf(t *testing.T) {
 	}
 }
 
+// TestResourcesOfCached checks that the per-process cache of a manifest's
+// objects gives each agent its own namespace.
+func TestResourcesOfCached(t *testing.T) {
+	m, err := manifest.New([]fleet.BundleResource{
+		{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n  namespace: other\n"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Simulator{}
+	for _, ns := range []string{"sim00001", "sim00002", "sim00001"} {
+		got := s.resourcesOf("s-abc", m, ns)
+		if len(got) != 2 || got[0].Namespace != ns || got[1].Namespace != "other" {
+			t.Errorf("agent %s got %+v", ns, got)
+		}
+	}
+}
+
 func TestParseMode(t *testing.T) {
 	for in, want := range map[string]Mode{"": StatusOnly, "status-only": StatusOnly, "real": RealApply} {
 		if got, err := ParseMode(in); err != nil || got != want {

@@ -106,7 +106,7 @@ type ContentReconciler struct {
 	Opts      Options
 
 	objs *bundle.CachedObjects
-	// written maps a Content to the reference count last read or written,
+	// written maps a Content to the reference count (and UID) last read or written,
 	// so that a reconcile whose count did not change makes no request
 	// (payloads are not cached, so checking costs a full GET).
 	written sync.Map
@@ -161,7 +161,7 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 			refs++
 		}
 	}
-	if err := r.setReferenceCount(ctx, c.Name, refs); err != nil {
+	if err := r.setReferenceCount(ctx, c.Name, c.UID, refs); err != nil {
 		return ctrl.Result{}, err
 	}
 	if refs > 0 {
@@ -186,23 +186,39 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	return ctrl.Result{}, nil
 }
 
+// countOf is the reference count written for one copy of a Content.
+type countOf struct {
+	uid  types.UID
+	refs int
+}
+
 // setReferenceCount patches status.referenceCount when it differs.
-func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, refs int) error {
-	full := &fleet.Content{}
-	// Only metadata is cached (payloads can be large), so the stored count
-	// is read with one uncached GET; the patch is skipped when equal.
-	if last, ok := r.written.Load(name); ok && last.(int) == refs {
+func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, uid types.UID, refs int) error {
+	// Only metadata is cached (payloads can be large). The count this
+	// reconciler wrote last is remembered; only a Content it has not
+	// written yet (since it started) is read, with one uncached GET, to
+	// skip an equal write.
+	// The count is remembered per UID: a Content deleted and created again
+	// under its name starts from what its new copy stores.
+	last, written := r.written.Load(name)
+	written = written && last.(countOf).uid == uid
+	if written && last.(countOf).refs == refs {
 		return nil
 	}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, full); err != nil {
-		return client.IgnoreNotFound(err)
+	stored := -1
+	if !written {
+		full := &fleet.Content{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, full); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		stored = full.Status.ReferenceCount
 	}
-	if full.Status.ReferenceCount != refs {
+	if stored != refs {
 		patch := []byte(fmt.Sprintf(`{"status":{"referenceCount":%d}}`, refs))
 		if err := r.Status().Patch(ctx, &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
-	r.written.Store(name, refs)
+	r.written.Store(name, countOf{uid: uid, refs: refs})
 	return nil
 }

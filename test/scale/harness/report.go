@@ -77,13 +77,17 @@ type Result struct {
 	// under (0: none; see Options.ManagerMemoryLimit).
 	ManagerMemoryLimitMiB float64            `json:"managerMemoryLimitMiB,omitempty"`
 	ManagerCPUByPhase     map[string]float64 `json:"managerCPUByPhase"`
-	Agents                Process            `json:"agents"`
-	RealAgent             *Process           `json:"realAgent,omitempty"`
-	Idle                  *Requests          `json:"idle,omitempty"`
-	IdleAPIRequestsAll    float64            `json:"idleAPIRequestsAllClients,omitempty"`
-	IdleMutatingAllPerM   float64            `json:"idleMutatingPerMinuteAllClients,omitempty"`
-	Etcd                  *Etcd              `json:"etcd,omitempty"`
-	Profiles              []string           `json:"profiles,omitempty"`
+	// CPUByPhase is the CPU seconds of every process on the machine per
+	// phase (manager, agents, apiserver, etcd, harness): on a shared box
+	// it says which of them the phase waited for.
+	CPUByPhase          map[string]map[string]float64 `json:"cpuByPhase,omitempty"`
+	Agents              Process                       `json:"agents"`
+	RealAgent           *Process                      `json:"realAgent,omitempty"`
+	Idle                *Requests                     `json:"idle,omitempty"`
+	IdleAPIRequestsAll  float64                       `json:"idleAPIRequestsAllClients,omitempty"`
+	IdleMutatingAllPerM float64                       `json:"idleMutatingPerMinuteAllClients,omitempty"`
+	Etcd                *Etcd                         `json:"etcd,omitempty"`
+	Profiles            []string                      `json:"profiles,omitempty"`
 	// Problems lists what could not be measured, and why.
 	Problems []string `json:"problems,omitempty"`
 	OutDir   string   `json:"outDir"`
@@ -142,6 +146,18 @@ func (r *Result) PrintTable(w io.Writer) {
 	}
 	sort.Strings(phases)
 	row("manager CPU", "%.1fs total (%s)", r.Manager.CPUSeconds, strings.Join(phases, ", "))
+	for _, ph := range []string{"register", "create", "change"} {
+		m := r.CPUByPhase[ph]
+		if m == nil {
+			continue
+		}
+		total := 0.0
+		for _, v := range m {
+			total += v
+		}
+		row("CPU during "+ph, "%.1fs: API server %.1fs, etcd %.1fs, manager %.1fs, agents %.1fs, harness %.1fs",
+			total, m["apiserver"], m["etcd"], m["manager"], m["agents"], m["harness"])
+	}
 	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
 	if r.ManagerMemoryLimitMiB > 0 {
 		row("manager memory limit", "%.0f MiB container limit (Go soft limit %.0f MiB)", r.ManagerMemoryLimitMiB, r.ManagerMemoryLimitMiB*memlimit.Ratio)

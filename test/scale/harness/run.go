@@ -146,10 +146,24 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer stopAll(shards)
-	cpuMark := cpuSeconds(mgr.pid())
+	var agents *child
+	procs := func() map[string]float64 {
+		m := map[string]float64{"manager": cpuSeconds(mgr.pid()), "apiserver": cpuSeconds(up.APIServerPID()),
+			"etcd": cpuSeconds(up.EtcdPID()), "harness": cpuSeconds(os.Getpid())}
+		if agents != nil {
+			m["agents"] = cpuSeconds(agents.pid())
+		}
+		return m
+	}
+	cpuMark := procs()
+	res.CPUByPhase = map[string]map[string]float64{}
 	markPhase := func(name string) {
-		now := cpuSeconds(mgr.pid())
-		res.ManagerCPUByPhase[name] = now - cpuMark
+		now := procs()
+		res.ManagerCPUByPhase[name] = now["manager"] - cpuMark["manager"]
+		res.CPUByPhase[name] = map[string]float64{}
+		for k, v := range now {
+			res.CPUByPhase[name][k] = v - cpuMark[k]
+		}
 		cpuMark = now
 	}
 
@@ -185,7 +199,6 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	if down != nil {
 		agentsCfg.Kubeconfig = down.Kubeconfig
 	}
-	var agents *child
 	if o.SimulatorsBinary {
 		agents, err = startSimulatorsBinary(ctx, o.OutDir, down, boot, sc, o.CheckinInterval)
 	} else {
