@@ -40,6 +40,12 @@ type Options struct {
 	// Coalesce delays reconciles caused by BundleDeployment events
 	// (default 1s).
 	Coalesce time.Duration
+	// CountInterval is the least time between two writes of a Content's
+	// status.referenceCount while it stays above zero (default 10s): a
+	// status write stores the whole Content (manifests included) again,
+	// and a rollout moves the counts of two Contents one deployment at a
+	// time. Reaching or leaving zero is written at once.
+	CountInterval time.Duration
 	// GrantGrace is how long a cluster's ClusterRole keeps a Content that
 	// no BundleDeployment there references: a grant the bundle reconciler
 	// made ahead of the deployment, or one left over after a rollout or a
@@ -61,6 +67,9 @@ func (o *Options) defaults() {
 	}
 	if o.GrantGrace <= 0 {
 		o.GrantGrace = 30 * time.Second
+	}
+	if o.CountInterval <= 0 {
+		o.CountInterval = 10 * time.Second
 	}
 	if o.Workers <= 0 {
 		o.Workers = 5
@@ -161,11 +170,12 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 			refs++
 		}
 	}
-	if err := r.setReferenceCount(ctx, c.Name, c.UID, refs); err != nil {
+	wait, err := r.setReferenceCount(ctx, c.Name, c.UID, refs)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if refs > 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if age := time.Since(c.CreationTimestamp.Time); age < r.Opts.PurgeGrace {
 		return ctrl.Result{RequeueAfter: r.Opts.PurgeGrace - age + time.Duration(rand.Int64N(int64(time.Second)))}, nil
@@ -186,39 +196,62 @@ func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 	return ctrl.Result{}, nil
 }
 
-// countOf is the reference count written for one copy of a Content.
+// countOf is the reference count written for one copy of a Content, and
+// when.
 type countOf struct {
 	uid  types.UID
 	refs int
+	at   time.Time
 }
 
-// setReferenceCount patches status.referenceCount when it differs.
-func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, uid types.UID, refs int) error {
+// countDue decides whether count refs is written now, given the count
+// last written (if written): not when it is the same; not yet (wait)
+// while the count stays above zero and the last write is more recent than
+// interval.
+func countDue(last countOf, written bool, refs int, interval time.Duration, now time.Time) (write bool, wait time.Duration) {
+	if !written {
+		return true, 0
+	}
+	if last.refs == refs {
+		return false, 0
+	}
+	if last.refs > 0 && refs > 0 {
+		if wait := interval - now.Sub(last.at); wait > 0 {
+			return false, wait
+		}
+	}
+	return true, 0
+}
+
+// setReferenceCount patches status.referenceCount when it differs. While
+// the count stays above zero, writes are at least CountInterval apart: it
+// then returns how long to wait before the pending count is written.
+func (r *ContentReconciler) setReferenceCount(ctx context.Context, name string, uid types.UID, refs int) (time.Duration, error) {
 	// Only metadata is cached (payloads can be large). The count this
-	// reconciler wrote last is remembered; only a Content it has not
-	// written yet (since it started) is read, with one uncached GET, to
-	// skip an equal write.
-	// The count is remembered per UID: a Content deleted and created again
-	// under its name starts from what its new copy stores.
-	last, written := r.written.Load(name)
-	written = written && last.(countOf).uid == uid
-	if written && last.(countOf).refs == refs {
-		return nil
+	// reconciler wrote last is remembered (per UID: a Content deleted and
+	// created again under its name starts from what its new copy stores);
+	// only a Content it has not written yet (since it started) is read,
+	// with one uncached GET, to skip an equal write.
+	v, written := r.written.Load(name)
+	last, _ := v.(countOf)
+	written = written && last.uid == uid
+	if write, wait := countDue(last, written, refs, r.Opts.CountInterval, time.Now()); !write {
+		return wait, nil
 	}
 	stored := -1
 	if !written {
 		full := &fleet.Content{}
 		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, full); err != nil {
-			return client.IgnoreNotFound(err)
+			return 0, client.IgnoreNotFound(err)
 		}
 		stored = full.Status.ReferenceCount
 	}
 	if stored != refs {
 		patch := []byte(fmt.Sprintf(`{"status":{"referenceCount":%d}}`, refs))
 		if err := r.Status().Patch(ctx, &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return client.IgnoreNotFound(err)
+			return 0, client.IgnoreNotFound(err)
 		}
 	}
-	r.written.Store(name, countOf{uid: uid, refs: refs})
-	return nil
+	r.written.Store(name, countOf{uid: uid, refs: refs, at: time.Now()})
+	return 0, nil
 }

@@ -101,3 +101,33 @@ func TestGrantsAnnotationRoundTrip(t *testing.T) {
 		t.Fatal("malformed annotation must count as no grants")
 	}
 }
+
+func TestCountDue(t *testing.T) {
+	now := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	const interval = 10 * time.Second
+	recent := countOf{refs: 5, at: now.Add(-3 * time.Second)}
+	old := countOf{refs: 5, at: now.Add(-11 * time.Second)}
+	zero := countOf{refs: 0, at: now.Add(-time.Second)}
+	for _, tc := range []struct {
+		name      string
+		last      countOf
+		written   bool
+		refs      int
+		write     bool
+		wantAfter time.Duration
+	}{
+		{name: "never written: write (after reading the stored count)", written: false, refs: 5, write: true},
+		{name: "unchanged: nothing", last: recent, written: true, refs: 5, write: false},
+		{name: "moves above zero, last write recent: wait the rest", last: recent, written: true, refs: 7, write: false, wantAfter: 7 * time.Second},
+		{name: "moves above zero, last write old: write", last: old, written: true, refs: 7, write: true},
+		{name: "drops to zero: write at once", last: recent, written: true, refs: 0, write: true},
+		{name: "leaves zero: write at once", last: zero, written: true, refs: 1, write: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write, wait := countDue(tc.last, tc.written, tc.refs, interval, now)
+			if write != tc.write || wait != tc.wantAfter {
+				t.Errorf("countDue = (%v, %v), want (%v, %v)", write, wait, tc.write, tc.wantAfter)
+			}
+		})
+	}
+}
