@@ -4,19 +4,22 @@ package kubeclient
 
 import (
 	"net/http"
+	"strings"
 
 	"k8s.io/client-go/rest"
 )
 
-// DefaultMaxInFlight is the number of requests, watches excepted, a client
-// keeps in flight by default. A kube-apiserver allows 100 concurrent
-// streams per HTTP/2 connection unless --http2-max-streams-per-connection
-// says otherwise; the rest is left for the client's watches.
+// DefaultMaxInFlight is the number of requests (watches and Leases
+// excepted) a client keeps in flight by default. A kube-apiserver allows
+// 100 concurrent streams per HTTP/2 connection unless
+// --http2-max-streams-per-connection says otherwise; the rest is left for
+// the client's watches.
 const DefaultMaxInFlight = 64
 
 // LimitInFlight makes cfg's clients wait before sending a request while n
-// others (watches excepted) are in flight; n <= 0 means
-// DefaultMaxInFlight.
+// others are in flight; n <= 0 means DefaultMaxInFlight. Watches and
+// leader-election Leases are never held back: a watch holds its stream for
+// minutes, and a Lease renewal must not queue behind a burst of writes.
 //
 // Why: client-go sends everything over one HTTP/2 connection. Once that
 // connection's streams are all taken, Go's HTTP client dials a new TLS
@@ -41,7 +44,7 @@ type inFlight struct {
 }
 
 func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isWatch(req) {
+	if exempt(req) {
 		return t.base.RoundTrip(req)
 	}
 	select {
@@ -63,7 +66,9 @@ func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
 // see through this layer.
 func (t *inFlight) WrappedRoundTripper() http.RoundTripper { return t.base }
 
-func isWatch(req *http.Request) bool {
-	w := req.URL.Query().Get("watch")
-	return w == "true" || w == "1"
+func exempt(req *http.Request) bool {
+	if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+		return true
+	}
+	return strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/")
 }

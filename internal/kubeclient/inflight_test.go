@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,16 +20,20 @@ import (
 
 // TestLimitInFlight sends many requests at once through a limited client:
 // the server never sees more than the limit at a time, every request
-// succeeds, and a watch is let through while the limit is taken.
+// succeeds, and a watch and a Lease request are let through while the
+// limit is taken.
 func TestLimitInFlight(t *testing.T) {
 	const limit = 5
 	var now, peak atomic.Int32
 	release := make(chan struct{})
-	watchSeen := make(chan struct{}, 1)
+	exemptSeen := make(chan struct{}, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("watch") == "true" {
-			watchSeen <- struct{}{}
-			w.WriteHeader(http.StatusOK)
+		if r.URL.Query().Get("watch") == "true" || strings.HasPrefix(r.URL.Path, "/apis/coordination.k8s.io/") {
+			exemptSeen <- struct{}{}
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Query().Get("watch") != "true" {
+				_, _ = w.Write([]byte(`{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"l"}}`))
+			}
 			return
 		}
 		n := now.Add(1)
@@ -74,10 +79,13 @@ func TestLimitInFlight(t *testing.T) {
 			w.Stop()
 		}
 	}()
-	select {
-	case <-watchSeen:
-	case <-time.After(10 * time.Second):
-		t.Error("a watch waited behind the limited requests")
+	go func() { _, _ = cs.CoordinationV1().Leases("kube-system").Get(ctx, "l", metav1.GetOptions{}) }()
+	for _, what := range []string{"a watch", "a Lease request"} {
+		select {
+		case <-exemptSeen:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s waited behind the limited requests", what)
+		}
 	}
 	close(release)
 	wg.Wait()

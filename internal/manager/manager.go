@@ -55,8 +55,8 @@ type Options struct {
 	BootstrapNamespace string
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
-	// MaxInFlight bounds the manager's API requests in flight, watches
-	// excepted (default kubeclient.DefaultMaxInFlight): more than an
+	// MaxInFlight bounds the manager's API requests in flight, watches and
+	// Leases excepted (default kubeclient.DefaultMaxInFlight): more than an
 	// HTTP/2 connection's streams make Go's client dial a TLS connection
 	// per waiting request.
 	MaxInFlight int

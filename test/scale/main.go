@@ -25,21 +25,22 @@ import (
 func main() {
 	harness.MaybeChild()
 	var (
-		out      = flag.String("out", "", "directory for logs, profiles and <scenario>.json (default: a temporary directory per scenario)")
-		idle     = flag.Duration("idle", 0, "override the idle window (the idle scenario's default is 10m)")
-		mode     = flag.String("simulate-apply", "", "override the apply mode: status-only or real")
-		timeout  = flag.Duration("phase-timeout", 20*time.Minute, "give up a phase after this long")
-		qps      = flag.Float64("manager-qps", 0, "override the manager's client QPS (default: as cmd/fleet-controller)")
-		checkin  = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
-		profile  = flag.Int("profile-seconds", 30, "manager CPU profile length during the measured rollout; -1 disables")
-		jsonOnly = flag.Bool("json", false, "print only JSON")
-		real     = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
-		viaAgent = flag.Bool("fleet-agent-simulators", false, "run the agents as `fleet-agent --simulators N` instead of a harness child")
-		clusters = flag.Int("clusters", 0, "override the scenario's number of clusters (e.g. a 200-cluster 1k-1 while iterating)")
-		bundles  = flag.Int("bundles", -1, "override the scenario's number of bundles")
-		perBndl  = flag.Int("resources", 0, "override the scenario's resources per bundle")
-		regConc  = flag.Int("register-concurrency", -1, "override how many agents register at once (0: all)")
-		memLimit = flag.Int64("manager-memory-limit", 1<<30, "container memory limit (bytes) the manager runs as if under, as the fleet chart sets it; it gets 90% as its Go soft limit. 0: none")
+		out         = flag.String("out", "", "directory for logs, profiles and <scenario>.json (default: a temporary directory per scenario)")
+		idle        = flag.Duration("idle", 0, "override the idle window (the idle scenario's default is 10m)")
+		mode        = flag.String("simulate-apply", "", "override the apply mode: status-only or real")
+		timeout     = flag.Duration("phase-timeout", 20*time.Minute, "give up a phase after this long")
+		qps         = flag.Float64("manager-qps", 0, "override the manager's client QPS (default: as cmd/fleet-controller)")
+		maxInFlight = flag.Int("manager-max-in-flight", 0, "override the manager's --max-requests-in-flight (default: as cmd/fleet-controller)")
+		checkin     = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
+		profile     = flag.Int("profile-seconds", 30, "manager CPU profile length during the measured rollout; -1 disables")
+		jsonOnly    = flag.Bool("json", false, "print only JSON")
+		real        = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
+		viaAgent    = flag.Bool("fleet-agent-simulators", false, "run the agents as `fleet-agent --simulators N` instead of a harness child")
+		clusters    = flag.Int("clusters", 0, "override the scenario's number of clusters (e.g. a 200-cluster 1k-1 while iterating)")
+		bundles     = flag.Int("bundles", -1, "override the scenario's number of bundles")
+		perBndl     = flag.Int("resources", 0, "override the scenario's resources per bundle")
+		regConc     = flag.Int("register-concurrency", -1, "override how many agents register at once (0: all)")
+		memLimit    = flag.Int64("manager-memory-limit", 1<<30, "container memory limit (bytes) the manager runs as if under, as the fleet chart sets it; it gets 90% as its Go soft limit. 0: none")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/scale [flags] SCENARIO...\nscenarios: %s\n", strings.Join(harness.Names(), ", "))
@@ -79,7 +80,7 @@ func main() {
 		if *regConc >= 0 {
 			sc.RegisterConcurrency = *regConc
 		}
-		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps), ManagerMemoryLimit: *memLimit,
+		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps), ManagerMaxInFlight: *maxInFlight, ManagerMemoryLimit: *memLimit,
 			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)

@@ -132,7 +132,7 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 		wait = min(wait*2, time.Minute)
 	}
 	a.s.Stats.Registered.Add(1)
-	ctx = withToken(ctx, a.cred.Token)
+	ctx = withAgent(ctx, a.cred.Token, a.index)
 	if a.s.opts.Mode == RealApply {
 		var err error
 		a.dep, err = deployer.NewWithOptions(deployer.Options{

@@ -171,7 +171,7 @@ func New(opts Options) (*Simulator, error) {
 		return nil, err
 	}
 	s := &Simulator{opts: opts}
-	rt, err := sharedTransport(opts.Bootstrap)
+	rt, err := newPooledTransport(opts.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
@@ -213,37 +213,44 @@ func (s *Simulator) Run(ctx context.Context) error {
 	return nil
 }
 
-// tokenKey carries an agent's credential in a request context: the one
-// shared transport sets the Authorization header from it.
-type tokenKey struct{}
+// agentKey carries, in a request context, the agent making the request:
+// the shared client sets the Authorization header from its credential and
+// sends the request over its group's connections.
+type agentKey struct{}
 
 // tokenFunc returns the bearer token of the agent making a request.
 type tokenFunc func() string
 
-func withToken(ctx context.Context, f tokenFunc) context.Context {
-	return context.WithValue(ctx, tokenKey{}, f)
+type agentRef struct {
+	token tokenFunc
+	index int
 }
 
-type ctxTokenTransport struct{ base http.RoundTripper }
-
-func (t ctxTokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	f, _ := req.Context().Value(tokenKey{}).(tokenFunc)
-	if f == nil {
-		return nil, errors.New("simulator: request without an agent credential")
-	}
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+f())
-	return t.base.RoundTrip(req)
+func withAgent(ctx context.Context, f tokenFunc, index int) context.Context {
+	return context.WithValue(ctx, agentKey{}, agentRef{token: f, index: index})
 }
 
-// sharedTransport is the one HTTP/2 transport of all agents of the
-// process. It is golang.org/x/net/http2's own rather than client-go's
-// net/http one: when every connection's streams are taken (the API server
-// allows 100 per connection, and thousands of agents have requests and
-// watches open), it dials one more connection at a time, where net/http
-// dials one per waiting request and closes most of them again — hundreds
-// of TLS handshakes in a burst, which the API server pays for too.
-func sharedTransport(b *register.Bootstrap) (http.RoundTripper, error) {
+// agentsPerPool is how many simulated agents share one connection pool.
+// Each agent keeps a watch open, and a kube-apiserver allows 100 streams
+// per HTTP/2 connection: 50 agents fill about half of one connection with
+// watches and leave the rest to their requests, much as separate agents
+// would each use their own connection.
+const agentsPerPool = 50
+
+// pooledTransport sends each agent's requests, with its token, over its
+// group's golang.org/x/net/http2 transport. That transport adds a
+// connection when all streams of the others are taken, one dial at a time
+// (net/http's HTTP/2 dials one per waiting request — hundreds of TLS
+// handshakes in a burst, which the API server pays for too); and one pool
+// per group keeps that one dial from stalling every agent of the process
+// while a busy API server completes the handshake.
+type pooledTransport struct {
+	tls   *tls.Config
+	mu    sync.Mutex
+	pools map[int]http.RoundTripper
+}
+
+func newPooledTransport(b *register.Bootstrap) (*pooledTransport, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(b.APIServerCA) > 0 {
 		tc.RootCAs = x509.NewCertPool()
@@ -251,19 +258,40 @@ func sharedTransport(b *register.Bootstrap) (http.RoundTripper, error) {
 			return nil, errors.New("simulator: no certificate in the API server CA")
 		}
 	}
-	return &http2.Transport{TLSClientConfig: tc, ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}, nil
+	return &pooledTransport{tls: tc, pools: map[int]http.RoundTripper{}}, nil
+}
+
+func (t *pooledTransport) pool(group int) http.RoundTripper {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pools[group]
+	if p == nil {
+		p = &http2.Transport{TLSClientConfig: t.tls, ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+		t.pools[group] = p
+	}
+	return p
+}
+
+func (t *pooledTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	a, ok := req.Context().Value(agentKey{}).(agentRef)
+	if !ok || a.token == nil {
+		return nil, errors.New("simulator: request without an agent credential")
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+a.token())
+	return t.pool(a.index / agentsPerPool).RoundTrip(req)
 }
 
 // sharedClient is one REST client for all agents of the process, over
-// the shared transport; it has no rate limiter (each agent is one client
-// of its own) and no credential of its own: every request must carry one
-// in its context.
+// rt; it has no rate limiter (each agent is one client of its own) and no
+// credential of its own: every request must carry its agent in its
+// context.
 func sharedClient(b *register.Bootstrap, rt http.RoundTripper, apiPath string, gv *schema.GroupVersion) (rest.Interface, error) {
 	cfg := &rest.Config{
 		Host:      b.APIServerURL,
 		QPS:       -1,
 		UserAgent: "fleet-agent-simulator",
-		Transport: ctxTokenTransport{base: rt},
+		Transport: rt,
 	}
 	cfg.APIPath = apiPath
 	cfg.GroupVersion = gv

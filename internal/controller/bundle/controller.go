@@ -39,6 +39,12 @@ type Options struct {
 	// so that a burst of agent reports gives one Bundle status write
 	// (default 1s).
 	Coalesce time.Duration
+	// StatusInterval is the least time between two status writes of one
+	// Bundle while only the progress of a rollout changes (counts and
+	// messages; a new state or condition is written at once). A status
+	// write stores the whole Bundle, resources included, again (default
+	// 5s).
+	StatusInterval time.Duration
 	// ShardID, when set, limits the reconciler to Bundles labelled with it.
 	ShardID string
 	// ParallelWrites bounds how many of one Bundle's BundleDeployments
@@ -59,6 +65,9 @@ func (o *Options) defaults() {
 	}
 	if o.Coalesce <= 0 {
 		o.Coalesce = time.Second
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = 5 * time.Second
 	}
 	if o.ParallelWrites <= 0 {
 		o.ParallelWrites = DefaultParallelWrites
@@ -88,6 +97,8 @@ type Reconciler struct {
 	// statusUnsure holds the Bundles whose last status write failed, so
 	// may or may not have been applied (see patchStatus).
 	statusUnsure sync.Map
+	// statusWritten holds when each Bundle's status was last written.
+	statusWritten sync.Map
 	// grants batches the Content grants of concurrent reconciles per
 	// cluster namespace (see grantBatcher).
 	grants grantBatcher

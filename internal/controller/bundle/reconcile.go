@@ -73,18 +73,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	}
 	oldStatus := b.Status.DeepCopy()
 	res, err := r.reconcileTargets(ctx, b)
-	if perr := r.patchStatus(ctx, b, oldStatus); perr != nil && err == nil {
+	statusWait, perr := r.patchStatus(ctx, b, oldStatus)
+	if perr != nil && err == nil {
 		err = perr
 	}
 	if err != nil {
 		var be *target.BundleError
 		if errors.As(err, &be) {
 			// Bad input: the status says why; wait for the Bundle to change.
-			return ctrl.Result{RequeueAfter: jitter(resync)}, nil
+			return ctrl.Result{RequeueAfter: sooner(jitter(resync), statusWait)}, nil
 		}
 		return ctrl.Result{}, err
 	}
+	res.RequeueAfter = sooner(res.RequeueAfter, statusWait)
 	return res, nil
+}
+
+// sooner is the shorter of two requeue delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result, error) {
@@ -104,6 +114,8 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 			return ctrl.Result{}, err
 		}
 	}
+	r.statusWritten.Delete(client.ObjectKeyFromObject(b))
+	r.statusUnsure.Delete(client.ObjectKeyFromObject(b))
 	return ctrl.Result{}, nil
 }
 
@@ -428,11 +440,20 @@ func (r *Reconciler) ensureContent(ctx context.Context, m *manifest.Manifest, id
 // So after a failed write the next one replaces the whole status, guarded
 // by the cached resourceVersion: a stale cache gets a conflict and a retry
 // instead of a patch against the wrong base.
-func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *fleet.BundleStatus) error {
+//
+// While a rollout only progresses (progressOnly), writes are at least
+// StatusInterval apart: a change within it is not written, and the
+// returned delay says when to reconcile again to write it.
+func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *fleet.BundleStatus) (time.Duration, error) {
 	key := client.ObjectKeyFromObject(b)
 	_, unsure := r.statusUnsure.Load(key)
 	if !unsure && equality.Semantic.DeepEqual(*old, b.Status) {
-		return nil
+		return 0, nil
+	}
+	if last, ok := r.statusWritten.Load(key); ok && !unsure && progressOnly(old, &b.Status) {
+		if wait := r.Opts.StatusInterval - time.Since(last.(time.Time)); wait > 0 {
+			return wait, nil
+		}
 	}
 	var err error
 	if unsure {
@@ -444,8 +465,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *flee
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		r.statusUnsure.Store(key, true)
-		return fmt.Errorf("writing Bundle status: %w", err)
+		return 0, fmt.Errorf("writing Bundle status: %w", err)
 	}
 	r.statusUnsure.Delete(key)
-	return nil
+	r.statusWritten.Store(key, time.Now())
+	return 0, nil
 }

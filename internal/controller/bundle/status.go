@@ -113,6 +113,25 @@ func setStatus(b *fleet.Bundle, in statusInput) {
 	st.ObservedGeneration = b.Generation
 }
 
+// progressOnly reports whether a status change only moves the counts and
+// messages of a rollout under way: same generation, same display state,
+// and the same type, status and reason for every condition. Such a change
+// may wait for the next status write (Options.StatusInterval); any other
+// is written at once.
+func progressOnly(old, cur *fleet.BundleStatus) bool {
+	if old.ObservedGeneration != cur.ObservedGeneration || old.Display.State != cur.Display.State ||
+		len(old.Conditions) != len(cur.Conditions) {
+		return false
+	}
+	for _, c := range cur.Conditions {
+		o := meta.FindStatusCondition(old.Conditions, c.Type)
+		if o == nil || o.Status != c.Status || o.Reason != c.Reason {
+			return false
+		}
+	}
+	return true
+}
+
 // setError records bad input that stops the whole bundle.
 func setError(b *fleet.Bundle, err error) {
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,5 +64,53 @@ func TestSetStatus(t *testing.T) {
 	setStatus(b, statusInput{Plans: plans[:1], Rollout: &target.Result{}})
 	if !meta.IsStatusConditionTrue(b.Status.Conditions, fleet.ConditionReady) || meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled) != nil {
 		t.Fatalf("conditions %+v", b.Status.Conditions)
+	}
+}
+
+func TestProgressOnly(t *testing.T) {
+	notReady := func(msg string, ready int) fleet.BundleStatus {
+		return fleet.BundleStatus{ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotReady, Message: msg}},
+			Display:    fleet.BundleDisplay{State: string(fleet.WaitApplied), ReadyClusters: msg},
+			Summary:    fleet.BundleSummary{Ready: ready, DesiredReady: 50}}
+	}
+	base := notReady("WaitApplied(40)", 10)
+	ready := notReady("", 50)
+	ready.Conditions[0].Status, ready.Conditions[0].Reason = metav1.ConditionTrue, ReasonReady
+	ready.Display.State = string(fleet.Ready)
+	newGen := notReady("WaitApplied(30)", 20)
+	newGen.ObservedGeneration = 3
+	otherState := notReady("WaitApplied(30)", 20)
+	otherState.Display.State = string(fleet.NotReady)
+	for _, tc := range []struct {
+		name string
+		cur  fleet.BundleStatus
+		want bool
+	}{
+		{"more clusters ready, same state", notReady("WaitApplied(30)", 20), true},
+		{"all ready: the condition flips", ready, false},
+		{"a new generation", newGen, false},
+		{"another display state", otherState, false},
+		{"unchanged", base, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := progressOnly(&base, &tc.cur); got != tc.want {
+				t.Errorf("progressOnly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if progressOnly(&fleet.BundleStatus{}, &base) {
+		t.Error("a first status (no conditions before) counts as progress only")
+	}
+}
+
+func TestSooner(t *testing.T) {
+	for _, tc := range []struct{ a, b, want time.Duration }{
+		{0, 0, 0}, {0, time.Second, time.Second}, {time.Second, 0, time.Second},
+		{2 * time.Second, time.Second, time.Second}, {time.Second, 2 * time.Second, time.Second},
+	} {
+		if got := sooner(tc.a, tc.b); got != tc.want {
+			t.Errorf("sooner(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

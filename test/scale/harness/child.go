@@ -42,6 +42,8 @@ type childConfig struct {
 	PprofAddr string `json:"pprofAddr"`
 	// Manager.
 	ManagerQPS float32 `json:"managerQPS,omitempty"`
+	// MaxInFlight is manager.Options.MaxInFlight (0: its default).
+	MaxInFlight int `json:"maxInFlight,omitempty"`
 	// MemoryLimit is the container memory limit the manager runs as if
 	// under (bytes; 0: none): it gets the soft limit memlimit would set.
 	MemoryLimit     int64         `json:"memoryLimit,omitempty"`
@@ -119,7 +121,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 	fmt.Printf("READY rss=%d\n", rssBytes(os.Getpid()))
 	return manager.Run(ctx, rc, manager.Options{
 		LeaderElection: false, MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
-		AgentCheckinInterval: cfg.CheckinInterval, ShardID: cfg.ShardID,
+		AgentCheckinInterval: cfg.CheckinInterval, ShardID: cfg.ShardID, MaxInFlight: cfg.MaxInFlight,
 	})
 }
 

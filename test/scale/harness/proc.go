@@ -41,8 +41,8 @@ func rssBytes(pid int) int64 { return procStatusBytes(pid, "VmRSS") }
 // peakRSSBytes is the high-water mark of the resident set.
 func peakRSSBytes(pid int) int64 { return procStatusBytes(pid, "VmHWM") }
 
-// cpuSeconds is user+system CPU time of a process (threads included).
-func cpuSeconds(pid int) float64 {
+// CPUSeconds is user+system CPU time of a process (threads included).
+func CPUSeconds(pid int) float64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0

@@ -42,6 +42,9 @@ type Options struct {
 	// ManagerQPS overrides the manager's client QPS (default: what
 	// cmd/fleet-controller uses).
 	ManagerQPS float32
+	// ManagerMaxInFlight overrides the manager's limit of requests in
+	// flight (manager.Options.MaxInFlight).
+	ManagerMaxInFlight int
 	// ManagerMemoryLimit is the container memory limit the manager runs
 	// as if under (bytes; 0: none). In a container, fleet-controller gives
 	// the Go runtime 90 % of its limit (internal/memlimit); the child
@@ -136,22 +139,22 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 
 	logf("starting the manager")
-	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
+	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MaxInFlight: o.ManagerMaxInFlight, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
 	if err != nil {
 		return nil, err
 	}
 	defer mgr.stop()
-	shards, err := startShards(sc, o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
+	shards, err := startShards(sc, o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MaxInFlight: o.ManagerMaxInFlight, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
 	if err != nil {
 		return nil, err
 	}
 	defer stopAll(shards)
 	var agents *child
 	procs := func() map[string]float64 {
-		m := map[string]float64{"manager": cpuSeconds(mgr.pid()), "apiserver": cpuSeconds(up.APIServerPID()),
-			"etcd": cpuSeconds(up.EtcdPID()), "harness": cpuSeconds(os.Getpid())}
+		m := map[string]float64{"manager": CPUSeconds(mgr.pid()), "apiserver": CPUSeconds(up.APIServerPID()),
+			"etcd": CPUSeconds(up.EtcdPID()), "harness": CPUSeconds(os.Getpid())}
 		if agents != nil {
-			m["agents"] = cpuSeconds(agents.pid())
+			m["agents"] = CPUSeconds(agents.pid())
 		}
 		return m
 	}
@@ -365,10 +368,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	res.ManagerMemoryLimitMiB = mib(o.ManagerMemoryLimit)
-	res.Manager = Process{CPUSeconds: cpuSeconds(mgr.pid()), PeakRSSMiB: mib(peakRSSBytes(mgr.pid())),
+	res.Manager = Process{CPUSeconds: CPUSeconds(mgr.pid()), PeakRSSMiB: mib(peakRSSBytes(mgr.pid())),
 		RSSMiB: mib(rssBytes(mgr.pid())), BaseRSSMiB: mib(mgr.baseRSS)}
 	arss := rssBytes(agents.pid())
-	res.Agents = Process{CPUSeconds: cpuSeconds(agents.pid()), PeakRSSMiB: mib(peakRSSBytes(agents.pid())),
+	res.Agents = Process{CPUSeconds: CPUSeconds(agents.pid()), PeakRSSMiB: mib(peakRSSBytes(agents.pid())),
 		RSSMiB: mib(arss), BaseRSSMiB: mib(agents.baseRSS)}
 	if sc.Clusters > 0 {
 		res.Agents.PerClusterKiB = float64(arss-agents.baseRSS) / 1024 / float64(sc.Clusters)
@@ -379,7 +382,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			res.problem("the real fleet-agent exited: %v (see %s/real-agent.log)", err, o.OutDir)
 		default:
 			pid := real.cmd.Process.Pid
-			res.RealAgent = &Process{CPUSeconds: cpuSeconds(pid), PeakRSSMiB: mib(peakRSSBytes(pid)), RSSMiB: mib(rssBytes(pid))}
+			res.RealAgent = &Process{CPUSeconds: CPUSeconds(pid), PeakRSSMiB: mib(peakRSSBytes(pid)), RSSMiB: mib(rssBytes(pid))}
 			if n := tr.checkedIn(); n != sc.Clusters+1 {
 				res.problem("the real fleet-agent did not check in (%d of %d clusters checked in)", n, sc.Clusters+1)
 			}

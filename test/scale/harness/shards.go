@@ -61,7 +61,7 @@ func stopAll(children []*child) {
 func shardCPUSeconds(children []*child) float64 {
 	total := 0.0
 	for _, c := range children {
-		total += cpuSeconds(c.pid())
+		total += CPUSeconds(c.pid())
 	}
 	return total
 }
