@@ -430,7 +430,8 @@ func (r *Reconciler) ensureContent(ctx context.Context, m *manifest.Manifest, id
 }
 
 // patchStatus writes the status only when it changed, as a merge patch
-// against the cached status.
+// against the cached status under its resourceVersion (a conflict, when
+// the cache lags, is retried a second later).
 //
 // A write that fails may still have been applied (the connection broke
 // after the API server took it, as when it shuts down). Then neither the
@@ -459,9 +460,19 @@ func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *flee
 	if unsure {
 		err = r.Status().Update(ctx, b)
 	} else {
+		// Under the cached resourceVersion: a merge patch carries only
+		// what differs from the cached status, so against a cache that
+		// lags behind (our own last write, or writes the informer missed
+		// while the API server restarted) it would leave fields of the
+		// newer stored status in place. A stale cache gets a conflict
+		// and a retry instead.
 		base := b.DeepCopy()
 		base.Status = *old
-		err = r.Status().Patch(ctx, b, client.MergeFrom(base))
+		err = r.Status().Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	if apierrors.IsConflict(err) {
+		// Nothing was written: try again once the cache has caught up.
+		return jitter(time.Second), nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		r.statusUnsure.Store(key, true)
