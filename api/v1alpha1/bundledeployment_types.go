@@ -68,8 +68,9 @@ type BundleDeploymentSpec struct {
 
 // BundleDeploymentStatus is reported by the agent.
 type BundleDeploymentStatus struct {
-	// An atomic list, as in Fleet (whose list has no map keys): the agent
-	// is its only writer and always writes it whole. It keeps one
+	// An atomic list, as in Fleet (whose list has no map keys): its writers
+	// (the agent, and the manager marking a deployment Offline) always
+	// write it whole. It keeps one
 	// managedFields entry for all conditions instead of one per field of
 	// each, a sixth of a deployed BundleDeployment's size that every write,
 	// watch event and etcd read pays (docs/scale.md).
