@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,17 +70,17 @@ func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bund
 	if width <= 0 {
 		width = DefaultParallel
 	}
-	sem := make(chan struct{}, width)
-	var wg sync.WaitGroup
+	// Every bundle is tried (errors are kept per bundle, not returned to
+	// the group), so one failure does not stop the others.
+	var g errgroup.Group
+	g.SetLimit(width)
 	for i, d := range desired {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			outcomes[i], errs[i] = applyOne(ctx, c, d)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	var firstErr error
 	for i, d := range desired {
 		if errs[i] != nil {

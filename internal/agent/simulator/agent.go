@@ -332,12 +332,7 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 			// The manager changed the deployment meanwhile: its newer
 			// version is on the way (or already pending); read it again
 			// at once rather than after a failure's backoff.
-			go func() {
-				select {
-				case a.retries <- bd.Name:
-				case <-a.done:
-				}
-			}()
+			go a.retry(bd.Name)
 			return
 		}
 		a.s.Stats.Failures.Add(1)
@@ -359,14 +354,17 @@ func (a *agent) retryLater(name string) {
 	n := a.failures[name]
 	a.mu.Unlock()
 	d := min(time.Second<<min(n-1, 9), 5*time.Minute)
-	time.AfterFunc(jitter(d, 20), func() {
-		// Block (in the timer's own goroutine) rather than drop: every
-		// failed BundleDeployment must be retried.
-		select {
-		case a.retries <- name:
-		case <-a.done:
-		}
-	})
+	time.AfterFunc(jitter(d, 20), func() { a.retry(name) })
+}
+
+// retry hands name to the watch loop to be read again and handled. It
+// blocks (in the caller's own goroutine) rather than drop: every failed
+// BundleDeployment must be retried.
+func (a *agent) retry(name string) {
+	select {
+	case a.retries <- name:
+	case <-a.done:
+	}
 }
 
 func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {

@@ -24,7 +24,6 @@ package simulator
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -251,12 +250,10 @@ type pooledTransport struct {
 }
 
 func newPooledTransport(b *register.Bootstrap) (*pooledTransport, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(b.APIServerCA) > 0 {
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(b.APIServerCA) {
-			return nil, errors.New("simulator: no certificate in the API server CA")
-		}
+	// client-go's own reading of the CA, as for any other client.
+	tc, err := rest.TLSConfigFor(&rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: b.APIServerCA}})
+	if err != nil {
+		return nil, fmt.Errorf("simulator: API server CA: %w", err)
 	}
 	return &pooledTransport{tls: tc, pools: map[int]http.RoundTripper{}}, nil
 }

@@ -130,12 +130,13 @@ func run(n, namespaces int) error {
 	mf, _ := json.Marshal(got.ManagedFields)
 	fmt.Printf("%-40s %d bytes as JSON, managedFields %d\n", "a deployed BundleDeployment", len(all), len(mf))
 
-	if err := floorCRD(b.ctx, b.c); err != nil {
+	if err := harness.EnsureFloorCRD(b.ctx, c.Config); err != nil {
 		return err
 	}
 	floor := make([]*unstructured.Unstructured, n)
 	if err := b.phase("floor object create", func(i int) error {
-		floor[i] = floorObject(ns(i), i/namespaces)
+		floor[i] = harness.FloorObject(harness.FloorCustomResource, ns(i), "apicost", 3*1024)
+		floor[i].SetName(fmt.Sprintf("floor-%d", i/namespaces))
 		return b.c.Create(b.ctx, floor[i])
 	}); err != nil {
 		return err
@@ -172,36 +173,4 @@ func readyStatus(bd *fleet.BundleDeployment, release string) fleet.BundleDeploym
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: bd.Generation, LastTransitionTime: metav1.Now()})
 	}
 	return st
-}
-
-// floorCRD installs the scale harness's floor kind: one 3 KiB string.
-func floorCRD(ctx context.Context, c client.Client) error {
-	crd := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "floorobjects.scale.fleet.test"},
-		"spec": map[string]any{"group": "scale.fleet.test", "scope": "Namespaced",
-			"names": map[string]any{"plural": "floorobjects", "kind": "FloorObject", "listKind": "FloorObjectList"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
-					"spec": map[string]any{"type": "object", "properties": map[string]any{"payload": map[string]any{"type": "string"}}}}}}}}}}}
-	if err := c.Create(ctx, crd); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		l := &unstructured.UnstructuredList{}
-		l.SetAPIVersion("scale.fleet.test/v1")
-		l.SetKind("FloorObjectList")
-		if err := c.List(ctx, l); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("floor CRD not served: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func floorObject(ns string, i int) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scale.fleet.test/v1", "kind": "FloorObject",
-		"metadata": map[string]any{"name": fmt.Sprintf("f%d", i), "namespace": ns},
-		"spec":     map[string]any{"payload": strings.Repeat("x", 3072)}}}
 }

@@ -58,9 +58,9 @@ var (
 	floorCRGVR    = schema.GroupVersionResource{Group: "scale.fleet.test", Version: "v1", Resource: "floorobjects"}
 )
 
-// floorObject builds the object written for namespace ns: the payload as a
+// FloorObject builds the object written for namespace ns: the payload as a
 // ConfigMap's data, or as a custom resource's spec.
-func floorObject(kind, ns, label string, payload int) *unstructured.Unstructured {
+func FloorObject(kind, ns, label string, payload int) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetName("floor")
 	u.SetNamespace(ns)
@@ -78,9 +78,9 @@ func floorObject(kind, ns, label string, payload int) *unstructured.Unstructured
 	return u
 }
 
-// ensureFloorCRD installs the floor's CRD (namespaced, a structural schema
+// EnsureFloorCRD installs the floor's CRD (namespaced, a structural schema
 // with one string field, like a small CRD) and waits until it is served.
-func ensureFloorCRD(ctx context.Context, cfg *rest.Config) error {
+func EnsureFloorCRD(ctx context.Context, cfg *rest.Config) error {
 	cs, err := apiextclient.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	gvr := configMapsGVR
 	if kind == FloorCustomResource {
 		gvr = floorCRGVR
-		if err := ensureFloorCRD(ctx, cfg); err != nil {
+		if err := EnsureFloorCRD(ctx, cfg); err != nil {
 			return Floor{}, err
 		}
 	}
@@ -231,7 +231,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	label := strings.ReplaceAll(round, ".", "-")
 	start := time.Now()
 	if err := parallel(ctx, n, 50, func(i int) error {
-		_, err := res(ns(i)).Create(ctx, floorObject(kind, ns(i), label, payload), metav1.CreateOptions{})
+		_, err := res(ns(i)).Create(ctx, FloorObject(kind, ns(i), label, payload), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return f, fmt.Errorf("floor writes: %w", err)

@@ -53,8 +53,9 @@ type Options struct {
 	ManagerMemoryLimit int64
 	// CheckinInterval of the agents (default 15m, Fleet's default).
 	CheckinInterval time.Duration
-	// ProfileSeconds is the length of the manager CPU profile taken at the
-	// start of the measured rollout (default 30; negative disables).
+	// ProfileSeconds is the length of the manager's and the agents' CPU
+	// profiles taken at the start of the measured rollout (default 30;
+	// negative disables).
 	ProfileSeconds int
 	// RealAgent also runs one real fleet-agent process (built from
 	// cmd/fleet-agent) and reports its resident memory at the end.
