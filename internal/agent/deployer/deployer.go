@@ -17,6 +17,7 @@ import (
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,6 +182,19 @@ func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Confi
 		kc.Namespace = namespace
 		kc.Factory = serverValidatedFactory{Factory: kc.Factory}
 	}
+	// Helm's own Secrets storage, with the same (maybe impersonated)
+	// credential, but each release listed once per action (releaseSecrets).
+	cfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	store := driver.NewSecrets(newReleaseSecrets(cs.CoreV1().Secrets(namespace)))
+	store.SetLogger(slog.DiscardHandler)
+	ac.Releases = storage.Init(store)
 	return ac, getter, nil
 }
 

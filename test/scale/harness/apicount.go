@@ -258,3 +258,48 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 	e.DBSizeBytes, e.DBInUseBytes = st.DbSize, st.DbSizeInUse
 	return e, nil
 }
+
+// requestMix counts apiserver_request_total by "VERB resource[/subresource]"
+// (every client). The harness reads it from the downstream API server,
+// which has no audit log, to show what real applies ask of it.
+func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mix := map[string]float64{}
+	label := func(line, name string) string {
+		i := strings.Index(line, name+`="`)
+		if i < 0 {
+			return ""
+		}
+		rest := line[i+len(name)+2:]
+		return rest[:strings.IndexByte(rest, '"')]
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		key := label(line, "verb") + " " + label(line, "resource")
+		if sub := label(line, "subresource"); sub != "" {
+			key += "/" + sub
+		}
+		mix[key] += v
+	}
+	return mix, sc.Err()
+}
+
+// mixDelta is after − before, without the keys that did not change.
+func mixDelta(before, after map[string]float64) map[string]int {
+	d := map[string]int{}
+	for k, v := range after {
+		if n := int(v - before[k]); n > 0 {
+			d[k] = n
+		}
+	}
+	return d
+}

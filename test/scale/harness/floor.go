@@ -36,11 +36,15 @@ import (
 type Floor struct {
 	// Kind is "ConfigMap" or "CustomResource".
 	Kind string `json:"kind"`
-	N    int    `json:"n"`
+	// N is the number of watchers (one namespace each), PerWatcher the
+	// objects each of them receives and answers: 1 for a rollout of one
+	// bundle, the number of bundles for a creation of all of them.
+	N          int `json:"n"`
+	PerWatcher int `json:"perWatcher"`
 	// ObjectBytes is the size of each object's payload.
 	ObjectBytes int `json:"objectBytes"`
 	// DeliveredSeconds: from the first write until every watcher saw its
-	// object. RoundTripSeconds: until the observer saw every answer.
+	// objects. RoundTripSeconds: until the observer saw every answer.
 	DeliveredSeconds float64 `json:"deliveredSeconds"`
 	RoundTripSeconds float64 `json:"roundTripSeconds"`
 }
@@ -116,9 +120,11 @@ func EnsureFloorCRD(ctx context.Context, cfg *rest.Config) error {
 	}
 }
 
-// measureFloor runs the floor round trip for n namespaces with objects of
-// the given kind.
-func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, payload int) (Floor, error) {
+// measureFloor runs the floor round trip for n namespaces with perWatcher
+// objects each, of the given kind.
+func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWatcher, payload int) (Floor, error) {
+	perWatcher = max(perWatcher, 1)
+	total := int64(n * perWatcher)
 	cfg := rest.CopyConfig(admin)
 	cfg.QPS = -1
 	dc, err := dynamic.NewForConfig(cfg)
@@ -142,7 +148,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	if err != nil {
 		return Floor{}, err
 	}
-	f := Floor{Kind: kind, N: n, ObjectBytes: payload}
+	f := Floor{Kind: kind, N: n, PerWatcher: perWatcher, ObjectBytes: payload}
 	ns := func(i int) string { return fmt.Sprintf("floor-%05d", i) }
 	if err := parallel(ctx, n, 50, func(i int) error {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns(i)}}, metav1.CreateOptions{})
@@ -170,7 +176,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	go resumeWatch(ctx, res(""), sel, obsRV, func(ev watch.Event) bool {
 		o, ok := ev.Object.(*unstructured.Unstructured)
 		if ok && ev.Type == watch.Modified && o.GetAnnotations()["ack"] == round {
-			if acked.Add(1) == int64(n) {
+			if acked.Add(1) == total {
 				allAcked <- time.Now()
 				return true
 			}
@@ -192,7 +198,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	for i := range n {
 		established.Add(1)
 		go func() {
-			first := true
+			first, seen := true, 0
 			resumeWatch(ctx, res(ns(i)), sel, rvs[i], func(ev watch.Event) bool {
 				if first {
 					first = false
@@ -202,14 +208,15 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 				if !ok || ev.Type != watch.Added {
 					return false
 				}
-				if delivered.Add(1) == int64(n) {
+				if delivered.Add(1) == total {
 					allDelivered <- time.Now()
 				}
 				patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"ack":%q}}}`, round))
 				if _, err := res(o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					errs.Store(i, err)
 				}
-				return true
+				seen++
+				return seen == perWatcher
 			}, func() {
 				if first {
 					first = false
@@ -221,17 +228,20 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	established.Wait()
 	// Leftovers of an earlier round go first, outside the measured time.
 	if err := parallel(ctx, n, 50, func(i int) error {
-		if err := res(ns(i)).Delete(ctx, "floor", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return nil
+		return res(ns(i)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: floorLabel})
 	}); err != nil {
 		return f, fmt.Errorf("floor clean-up: %w", err)
 	}
 	label := strings.ReplaceAll(round, ".", "-")
 	start := time.Now()
-	if err := parallel(ctx, n, 50, func(i int) error {
-		_, err := res(ns(i)).Create(ctx, FloorObject(kind, ns(i), label, payload), metav1.CreateOptions{})
+	// Object j of every namespace, then j+1: the order in which the manager
+	// writes the deployments of many bundles.
+	if err := parallel(ctx, int(total), 50, func(i int) error {
+		o := FloorObject(kind, ns(i%n), label, payload)
+		if j := i / n; j > 0 {
+			o.SetName(fmt.Sprintf("floor-%d", j))
+		}
+		_, err := res(ns(i%n)).Create(ctx, o, metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return f, fmt.Errorf("floor writes: %w", err)
@@ -240,7 +250,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	case t := <-allDelivered:
 		f.DeliveredSeconds = t.Sub(start).Seconds()
 	case <-ctx.Done():
-		return f, fmt.Errorf("floor: only %d of %d watchers saw their object", delivered.Load(), n)
+		return f, fmt.Errorf("floor: watchers saw only %d of %d objects", delivered.Load(), total)
 	}
 	select {
 	case t := <-allAcked:
@@ -248,7 +258,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, paylo
 	case <-ctx.Done():
 		var first error
 		errs.Range(func(_, v any) bool { first = v.(error); return false })
-		return f, fmt.Errorf("floor: only %d of %d answers seen (first error: %v)", acked.Load(), n, first)
+		return f, fmt.Errorf("floor: only %d of %d answers seen (first error: %v)", acked.Load(), total, first)
 	}
 	return f, nil
 }

@@ -78,16 +78,20 @@ type Result struct {
 	ManagerMemoryLimitMiB float64            `json:"managerMemoryLimitMiB,omitempty"`
 	ManagerCPUByPhase     map[string]float64 `json:"managerCPUByPhase"`
 	// CPUByPhase is the CPU seconds of every process on the machine per
-	// phase (manager, agents, apiserver, etcd, harness): on a shared box
+	// phase (manager, agents, apiserver, etcd, harness, and with real
+	// apply the downstream API server and its etcd): on a shared box
 	// it says which of them the phase waited for.
-	CPUByPhase          map[string]map[string]float64 `json:"cpuByPhase,omitempty"`
-	Agents              Process                       `json:"agents"`
-	RealAgent           *Process                      `json:"realAgent,omitempty"`
-	Idle                *Requests                     `json:"idle,omitempty"`
-	IdleAPIRequestsAll  float64                       `json:"idleAPIRequestsAllClients,omitempty"`
-	IdleMutatingAllPerM float64                       `json:"idleMutatingPerMinuteAllClients,omitempty"`
-	Etcd                *Etcd                         `json:"etcd,omitempty"`
-	Profiles            []string                      `json:"profiles,omitempty"`
+	CPUByPhase map[string]map[string]float64 `json:"cpuByPhase,omitempty"`
+	// DownstreamRequestsByPhase counts the downstream API server's requests
+	// per phase by "VERB resource" (real apply and the real agent only).
+	DownstreamRequestsByPhase map[string]map[string]int `json:"downstreamRequestsByPhase,omitempty"`
+	Agents                    Process                   `json:"agents"`
+	RealAgent                 *Process                  `json:"realAgent,omitempty"`
+	Idle                      *Requests                 `json:"idle,omitempty"`
+	IdleAPIRequestsAll        float64                   `json:"idleAPIRequestsAllClients,omitempty"`
+	IdleMutatingAllPerM       float64                   `json:"idleMutatingPerMinuteAllClients,omitempty"`
+	Etcd                      *Etcd                     `json:"etcd,omitempty"`
+	Profiles                  []string                  `json:"profiles,omitempty"`
 	// Problems lists what could not be measured, and why.
 	Problems []string `json:"problems,omitempty"`
 	OutDir   string   `json:"outDir"`
@@ -124,14 +128,14 @@ func (r *Result) PrintTable(w io.Writer) {
 	timing("bundle change -> all Ready", r.Change)
 	if r.Floor != nil {
 		row("raw floor (same API server)", "%d ConfigMaps to %d watchers: delivered %.2fs, round trip %.2fs",
-			r.Floor.N, r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
+			r.Floor.N*max(1, r.Floor.PerWatcher), r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
 	}
 	if r.RatioToFloor > 0 {
 		row("rollout / floor round trip", "%.2fx", r.RatioToFloor)
 	}
 	if r.FloorCR != nil {
 		row("raw floor, custom resource", "%d objects of %d B to %d watchers: delivered %.2fs, round trip %.2fs",
-			r.FloorCR.N, r.FloorCR.ObjectBytes, r.FloorCR.N, r.FloorCR.DeliveredSeconds, r.FloorCR.RoundTripSeconds)
+			r.FloorCR.N*max(1, r.FloorCR.PerWatcher), r.FloorCR.ObjectBytes, r.FloorCR.N, r.FloorCR.DeliveredSeconds, r.FloorCR.RoundTripSeconds)
 	}
 	if r.RatioToFloorCR > 0 {
 		row("rollout / custom-resource floor", "%.2fx", r.RatioToFloorCR)
@@ -155,8 +159,15 @@ func (r *Result) PrintTable(w io.Writer) {
 		for _, v := range m {
 			total += v
 		}
-		row("CPU during "+ph, "%.1fs: API server %.1fs, etcd %.1fs, manager %.1fs, agents %.1fs, harness %.1fs",
-			total, m["apiserver"], m["etcd"], m["manager"], m["agents"], m["harness"])
+		down := ""
+		if v, ok := m["downstream"]; ok {
+			down = fmt.Sprintf(", downstream API server and etcd %.1fs", v)
+		}
+		row("CPU during "+ph, "%.1fs: API server %.1fs, etcd %.1fs, manager %.1fs, agents %.1fs, harness %.1fs%s",
+			total, m["apiserver"], m["etcd"], m["manager"], m["agents"], m["harness"], down)
+		if mix := r.DownstreamRequestsByPhase[ph]; len(mix) > 0 {
+			row("downstream requests, "+ph, "%v", mix)
+		}
 	}
 	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
 	if r.ManagerMemoryLimitMiB > 0 {

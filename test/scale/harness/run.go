@@ -157,11 +157,25 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		if agents != nil {
 			m["agents"] = CPUSeconds(agents.pid())
 		}
+		if down != nil {
+			m["downstream"] = CPUSeconds(down.APIServerPID()) + CPUSeconds(down.EtcdPID())
+		}
 		return m
 	}
 	cpuMark := procs()
 	res.CPUByPhase = map[string]map[string]float64{}
+	var downMix map[string]float64
+	if down != nil {
+		downMix, _ = requestMix(ctx, down.Clientset)
+		res.DownstreamRequestsByPhase = map[string]map[string]int{}
+	}
 	markPhase := func(name string) {
+		if down != nil {
+			if mix, err := requestMix(ctx, down.Clientset); err == nil && downMix != nil {
+				res.DownstreamRequestsByPhase[name] = mixDelta(downMix, mix)
+				downMix = mix
+			}
+		}
 		now := procs()
 		res.ManagerCPUByPhase[name] = now["manager"] - cpuMark["manager"]
 		res.CPUByPhase[name] = map[string]float64{}
@@ -197,12 +211,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			return res, err
 		}
 	}
-	reg := tr.startClusterPhase(sc.Clusters)
 	agentsCfg := childConfig{Count: sc.Clusters, Mode: sc.Mode, Bootstrap: boot, CheckinInterval: o.CheckinInterval,
 		ClientIDPrefix: "scale-" + sc.Name, RegisterConcurrency: sc.RegisterConcurrency}
 	if down != nil {
-		agentsCfg.Kubeconfig = down.Kubeconfig
+		if agentsCfg.Kubeconfig, err = agentKubeconfig(ctx, down, o.OutDir); err != nil {
+			return res, fmt.Errorf("downstream credential: %w", err)
+		}
 	}
+	reg := tr.startClusterPhase(sc.Clusters)
 	if o.SimulatorsBinary {
 		agents, err = startSimulatorsBinary(ctx, o.OutDir, down, boot, sc, o.CheckinInterval)
 	} else {
@@ -232,8 +248,14 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 
 	if sc.Floor {
-		logf("measuring the raw floor (%d watchers)", sc.Clusters)
-		f, err := measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, 1024)
+		// The floor of what is timed: a change rolls out one object per
+		// cluster, a creation one per cluster and bundle.
+		perWatcher := 1
+		if !sc.Change && sc.Bundles > 1 {
+			perWatcher = sc.Bundles
+		}
+		logf("measuring the raw floor (%d watchers, %d objects each)", sc.Clusters, perWatcher)
+		f, err := measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, perWatcher, 1024)
 		if err != nil {
 			res.problem("raw floor: %v", err)
 		} else {
@@ -242,8 +264,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		// A custom resource about the size of a stored BundleDeployment.
 		// A small unmeasured round first: the API server starts serving
 		// (and watch-caching) a new CRD lazily.
-		_, _ = measureFloor(ctx, up.Config, FloorCustomResource, min(sc.Clusters, 10), 3*1024)
-		fcr, err := measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, 3*1024)
+		_, _ = measureFloor(ctx, up.Config, FloorCustomResource, min(sc.Clusters, 10), 1, 3*1024)
+		fcr, err := measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, perWatcher, 3*1024)
 		if err != nil {
 			res.problem("raw floor (custom resource): %v", err)
 		} else {
@@ -500,16 +522,17 @@ func fleetClient(cfg *rest.Config) (rest.Interface, error) {
 	return rest.RESTClientFor(c)
 }
 
-// ratio is the rollout total (change, else the creation of a single
-// bundle) over a floor's round trip; 0 when either is missing.
+// ratio is the rollout total (change, else creation) over the round trip
+// of the floor of the same shape (one object per cluster for a change, one
+// per cluster and bundle for a creation); 0 when either is missing.
 func ratio(res *Result, sc Scenario, f *Floor) float64 {
 	if f == nil || f.RoundTripSeconds <= 0 {
 		return 0
 	}
 	switch {
-	case res.Change.Complete:
+	case res.Change.Complete && f.PerWatcher <= 1:
 		return res.Change.TotalSeconds / f.RoundTripSeconds
-	case res.Create.Complete && sc.Bundles == 1:
+	case !sc.Change && res.Create.Complete && max(1, f.PerWatcher) == max(1, sc.Bundles):
 		return res.Create.TotalSeconds / f.RoundTripSeconds
 	}
 	return 0
