@@ -93,7 +93,7 @@ func prepareAgentNamespace(ctx context.Context, down *testenv.Cluster, ns string
 
 // startSimulatorsBinary runs `fleet-agent --simulators N` as the agents
 // process (its per-cluster memory then includes the process baseline).
-func startSimulatorsBinary(ctx context.Context, dir string, down *testenv.Cluster, b *register.Bootstrap, sc Scenario, checkin time.Duration) (*child, error) {
+func startSimulatorsBinary(ctx context.Context, dir string, down *testenv.Cluster, kubeconfig string, b *register.Bootstrap, sc Scenario, checkin time.Duration) (*child, error) {
 	bin, err := buildAgent(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func startSimulatorsBinary(ctx context.Context, dir string, down *testenv.Cluste
 	if err := prepareAgentNamespace(ctx, down, ns, b, map[string]any{"clientID": "scale-" + sc.Name}); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig", down.Kubeconfig, "--namespace", ns, "--checkin-interval", checkin.String(),
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", ns, "--checkin-interval", checkin.String(),
 		"--simulators", fmt.Sprint(sc.Clusters), "--simulate-apply", string(sc.Mode))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return startProcess("agents", dir, cmd, false)

@@ -220,7 +220,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	reg := tr.startClusterPhase(sc.Clusters)
 	if o.SimulatorsBinary {
-		agents, err = startSimulatorsBinary(ctx, o.OutDir, down, boot, sc, o.CheckinInterval)
+		agents, err = startSimulatorsBinary(ctx, o.OutDir, down, agentsCfg.Kubeconfig, boot, sc, o.CheckinInterval)
 	} else {
 		agents, err = startChild("agents", o.OutDir, agentsCfg)
 	}
