@@ -182,8 +182,10 @@ func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Confi
 		kc.Namespace = namespace
 		kc.Factory = serverValidatedFactory{Factory: kc.Factory}
 	}
-	// Helm's own Secrets storage, with the same (maybe impersonated)
-	// credential, but each release listed once per action (releaseSecrets).
+	// Helm's Secrets storage, with the same (maybe impersonated)
+	// credential, but each release listed once per action (releaseSecrets)
+	// and its revisions written without a new gzip writer each
+	// (releaseStore).
 	cfg, err := getter.ToRESTConfig()
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +194,7 @@ func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Confi
 	if err != nil {
 		return nil, nil, err
 	}
-	store := driver.NewSecrets(newReleaseSecrets(cs.CoreV1().Secrets(namespace)))
+	store := newReleaseStore(newReleaseSecrets(cs.CoreV1().Secrets(namespace)))
 	store.SetLogger(slog.DiscardHandler)
 	ac.Releases = storage.Init(store)
 	return ac, getter, nil
