@@ -33,6 +33,7 @@ func main() {
 		maxInFlight = flag.Int("manager-max-in-flight", 0, "override the manager's --max-requests-in-flight (default: as cmd/fleet-controller)")
 		checkin     = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
 		profile     = flag.Int("profile-seconds", 30, "length of the manager's and agents' CPU profiles during the measured rollout; -1 disables")
+		floorRounds = flag.Int("floor-rounds", 3, "measure each raw floor this many times; the ratio uses the median round trip")
 		jsonOnly    = flag.Bool("json", false, "print only JSON")
 		real        = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")
 		viaAgent    = flag.Bool("fleet-agent-simulators", false, "run the agents as `fleet-agent --simulators N` instead of a harness child")
@@ -81,7 +82,7 @@ func main() {
 			sc.RegisterConcurrency = *regConc
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps), ManagerMaxInFlight: *maxInFlight, ManagerMemoryLimit: *memLimit,
-			CheckinInterval: *checkin, ProfileSeconds: *profile, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
+			CheckinInterval: *checkin, ProfileSeconds: *profile, FloorRounds: *floorRounds, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)
 		}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,43 @@ type Floor struct {
 	// objects. RoundTripSeconds: until the observer saw every answer.
 	DeliveredSeconds float64 `json:"deliveredSeconds"`
 	RoundTripSeconds float64 `json:"roundTripSeconds"`
+	// Rounds are the round trips of each measurement when the floor was
+	// measured more than once; the two figures above are then medians.
+	Rounds []float64 `json:"rounds,omitempty"`
+}
+
+// medianFloor measures the floor rounds times and keeps the median
+// delivery and round trip.
+func medianFloor(rounds int, measure func() (Floor, error)) (Floor, error) {
+	var all []Floor
+	for range rounds {
+		f, err := measure()
+		if err != nil {
+			return f, err
+		}
+		all = append(all, f)
+	}
+	out := all[0]
+	if rounds == 1 {
+		return out, nil
+	}
+	med := func(get func(Floor) float64) float64 {
+		v := make([]float64, len(all))
+		for i, f := range all {
+			v[i] = get(f)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	out.DeliveredSeconds = med(func(f Floor) float64 { return f.DeliveredSeconds })
+	out.RoundTripSeconds = med(func(f Floor) float64 { return f.RoundTripSeconds })
+	for _, f := range all {
+		out.Rounds = append(out.Rounds, f.RoundTripSeconds)
+	}
+	return out, nil
 }
 
 const floorLabel = "fleet-scale-floor"

@@ -129,6 +129,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.Floor != nil {
 		row("raw floor (same API server)", "%d ConfigMaps to %d watchers: delivered %.2fs, round trip %.2fs",
 			r.Floor.N*max(1, r.Floor.PerWatcher), r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
+		if len(r.Floor.Rounds) > 1 {
+			row("", "median of %d round trips %s", len(r.Floor.Rounds), seconds(r.Floor.Rounds))
+		}
 	}
 	if r.RatioToFloor > 0 {
 		row("rollout / floor round trip", "%.2fx", r.RatioToFloor)
@@ -136,6 +139,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.FloorCR != nil {
 		row("raw floor, custom resource", "%d objects of %d B to %d watchers: delivered %.2fs, round trip %.2fs",
 			r.FloorCR.N*max(1, r.FloorCR.PerWatcher), r.FloorCR.ObjectBytes, r.FloorCR.N, r.FloorCR.DeliveredSeconds, r.FloorCR.RoundTripSeconds)
+		if len(r.FloorCR.Rounds) > 1 {
+			row("", "median of %d round trips %s", len(r.FloorCR.Rounds), seconds(r.FloorCR.Rounds))
+		}
 	}
 	if r.RatioToFloorCR > 0 {
 		row("rollout / custom-resource floor", "%.2fx", r.RatioToFloorCR)
@@ -207,4 +213,13 @@ func (r *Result) PrintTable(w io.Writer) {
 		row("PROBLEM", "%s", p)
 	}
 	_ = tw.Flush()
+}
+
+// seconds formats durations as "2.41s, 3.02s, 2.87s".
+func seconds(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.2fs", x)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// profiles taken at the start of the measured rollout (default 30;
 	// negative disables).
 	ProfileSeconds int
+	// FloorRounds is how many times each raw floor is measured (default
+	// 1); the floor's figures are the medians. The floor of one run varied
+	// by 2× between runs minutes apart on the 2-core test machine.
+	FloorRounds int
 	// RealAgent also runs one real fleet-agent process (built from
 	// cmd/fleet-agent) and reports its resident memory at the end.
 	RealAgent bool
@@ -255,7 +259,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			perWatcher = sc.Bundles
 		}
 		logf("measuring the raw floor (%d watchers, %d objects each)", sc.Clusters, perWatcher)
-		f, err := measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, perWatcher, 1024)
+		rounds := max(1, o.FloorRounds)
+		f, err := medianFloor(rounds, func() (Floor, error) {
+			return measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, perWatcher, 1024)
+		})
 		if err != nil {
 			res.problem("raw floor: %v", err)
 		} else {
@@ -265,7 +272,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		// A small unmeasured round first: the API server starts serving
 		// (and watch-caching) a new CRD lazily.
 		_, _ = measureFloor(ctx, up.Config, FloorCustomResource, min(sc.Clusters, 10), 1, 3*1024)
-		fcr, err := measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, perWatcher, 3*1024)
+		fcr, err := medianFloor(rounds, func() (Floor, error) {
+			return measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, perWatcher, 3*1024)
+		})
 		if err != nil {
 			res.problem("raw floor (custom resource): %v", err)
 		} else {
