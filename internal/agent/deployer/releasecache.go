@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
@@ -24,7 +25,8 @@ import (
 //
 // Only label-only LISTs are cached; any other option, and a LIST whose
 // selector does not narrow one already made (helm list's owner=helm), goes
-// to the API server.
+// to the API server. Every write through it updates the lists (Helm's
+// driver writes with Create, Update and Delete only).
 type releaseSecrets struct {
 	typedcorev1.SecretInterface
 
@@ -106,6 +108,22 @@ func (r *releaseSecrets) Delete(ctx context.Context, name string, opts metav1.De
 		delete(l.items, name)
 	}
 	return nil
+}
+
+func (r *releaseSecrets) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Secret, error) {
+	out, err := r.SecretInterface.Patch(ctx, name, pt, data, opts, sub...)
+	if err == nil {
+		r.store(out)
+	}
+	return out, err
+}
+
+func (r *releaseSecrets) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, list metav1.ListOptions) error {
+	err := r.SecretInterface.DeleteCollection(ctx, opts, list)
+	r.mu.Lock()
+	r.lists = nil
+	r.mu.Unlock()
+	return err
 }
 
 // store puts a Secret this action wrote into every list whose selector it

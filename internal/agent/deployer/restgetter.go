@@ -99,10 +99,10 @@ func (a *agedDiscovery) ServerVersion() (*version.Info, error) {
 
 // refreshOlderThan invalidates the cache unless it was refreshed within
 // age. The first call always refreshes, since nothing tells how old the
-// lazily filled cache is.
+// lazily filled cache is (lastRefresh is zero).
 func (d *Discovery) refreshOlderThan(age time.Duration) {
 	d.mu.Lock()
-	if !d.lastRefresh.IsZero() && time.Since(d.lastRefresh) < age {
+	if time.Since(d.lastRefresh) < age {
 		d.mu.Unlock()
 		return
 	}
@@ -128,21 +128,10 @@ func (d *Discovery) Invalidate() {
 	d.mapper.Reset()
 }
 
-// refreshOnMiss invalidates the cache unless that was done very recently
+// refreshOnMiss refreshes the cache unless that was done very recently
 // (then the refreshed cache, or the refresh in progress, already answers the
 // retry).
-func (d *Discovery) refreshOnMiss() {
-	d.mu.Lock()
-	if time.Since(d.lastRefresh) < missRefreshInterval {
-		d.mu.Unlock()
-		return
-	}
-	d.lastRefresh = time.Now()
-	d.version = nil
-	d.mu.Unlock()
-	d.disc.Invalidate()
-	d.mapper.Reset()
-}
+func (d *Discovery) refreshOnMiss() { d.refreshOlderThan(missRefreshInterval) }
 
 // refreshingMapper is the shared mapper with one retry after a refresh
 // when a kind or resource is unknown.
