@@ -19,13 +19,19 @@ type Limits struct {
 	MaxBytes int64
 	// MaxFiles is the number of files (default 20000).
 	MaxFiles int
+	// MaxFetchBytes is what a fetch may store on disk, objects and packs
+	// (default 512 MiB): a shallow fetch is about the checkout's size
+	// compressed, but a server that refuses to send a single commit gets a
+	// full fetch of every branch and its history.
+	MaxFetchBytes int64
 }
 
 // Default limits: far beyond what fits in Bundles (etcd objects are a few
 // MiB), small enough that one bad repo cannot fill the manager's disk.
 const (
-	DefaultMaxBytes = 100 << 20
-	DefaultMaxFiles = 20000
+	DefaultMaxBytes      = 100 << 20
+	DefaultMaxFiles      = 20000
+	DefaultMaxFetchBytes = 512 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -34,6 +40,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFiles <= 0 {
 		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxFetchBytes <= 0 {
+		l.MaxFetchBytes = DefaultMaxFetchBytes
 	}
 	return l
 }

@@ -181,7 +181,8 @@ type FetchOptions struct {
 
 // Fetch does a shallow fetch of the remote's branch/revision into a
 // temporary bare repository under workDir and writes the commit's files to
-// workDir/source. It returns the checked-out commit.
+// workDir/source. It returns the checked-out commit. A fetch that stores
+// more than Limits.MaxFetchBytes, or a checkout over Limits, is ErrTooLarge.
 func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (string, error) {
 	auth, err := authFor(r.URL, r.Credentials, r.timeout())
 	if err != nil {
@@ -204,6 +205,18 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 		Depth:           1,
 		Tags:            gogit.NoTags,
 	}
+	fetchCtx, tooLarge, stop := boundFetch(ctx, filepath.Join(workDir, "repo.git"), opts.Limits.withDefaults().MaxFetchBytes)
+	defer stop()
+	fetch := func() error {
+		err := rem.FetchContext(fetchCtx, fo)
+		if tl := tooLarge(); tl != nil {
+			return tl
+		}
+		if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+			return describe(ctx, err)
+		}
+		return nil
+	}
 	var local plumbing.ReferenceName = "refs/fleet/checkout"
 	want := opts.Commit
 	switch {
@@ -212,23 +225,25 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 		// Ask for the commit itself; servers that refuse unadvertised wants
 		// get a full fetch of all refs instead.
 		fo.RefSpecs = []config.RefSpec{config.RefSpec(r.Revision + ":" + local.String())}
-		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+		if err := fetch(); errors.Is(err, ErrTooLarge) {
+			return "", err
+		} else if err != nil {
 			fo.Depth = 0
 			fo.Tags = gogit.AllTags
 			fo.RefSpecs = []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*"}
-			if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-				return "", describe(ctx, err)
+			if err := fetch(); err != nil {
+				return "", err
 			}
 		}
 	case r.Revision != "":
 		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/tags/" + r.Revision + ":" + local.String())}
-		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-			return "", describe(ctx, err)
+		if err := fetch(); err != nil {
+			return "", err
 		}
 	default:
 		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/heads/" + r.branch() + ":" + local.String())}
-		if err := rem.FetchContext(ctx, fo); err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-			return "", describe(ctx, err)
+		if err := fetch(); err != nil {
+			return "", err
 		}
 	}
 	hash := plumbing.NewHash(want)

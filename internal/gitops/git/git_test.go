@@ -2,7 +2,9 @@ package git_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +167,31 @@ func TestRevisionTagAndCommit(t *testing.T) {
 	}
 	if s := readFile(t, filepath.Join(dir, "source", "v.yaml")); s != "v: 1\n" {
 		t.Fatalf("commit content %q", s)
+	}
+}
+
+// TestFetchSizeLimit: a fetch that stores more than MaxFetchBytes fails
+// with ErrTooLarge (a permanent error, with the limit in its message) and
+// the same repository fetches under the default limit.
+func TestFetchSizeLimit(t *testing.T) {
+	root := t.TempDir()
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+	noise := make([]byte, 300<<10)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(noise)
+	big := gittest.NewRepo(t, root, "noise")
+	big.Commit("master", map[string]string{"blob.txt": base64.StdEncoding.EncodeToString(noise)})
+
+	_, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(big)}, t.TempDir(), git.FetchOptions{Limits: git.Limits{MaxFetchBytes: 100 << 10}})
+	if !errors.Is(err, git.ErrTooLarge) || !git.IsPermanent(err) || !strings.Contains(err.Error(), "102400 bytes") {
+		t.Fatalf("fetch over the limit: %v", err)
+	}
+	dir := t.TempDir()
+	if _, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(big)}, dir, git.FetchOptions{}); err != nil {
+		t.Fatalf("fetch under the default limit: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "source", "blob.txt")); err != nil || fi.Size() < 300<<10 {
+		t.Fatalf("checked-out file: %v, %v", fi, err)
 	}
 }
 
