@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/manager"
@@ -41,6 +42,9 @@ func main() {
 	fs.StringVar(&opts.ContentAPI.Service, "content-api-service", "fleet-content-api", "Service (in --namespace) the content API's APIService points at")
 	fs.Int32Var(&opts.ContentAPI.Port, "content-api-service-port", 443, "port of that Service")
 	fs.StringVar(&opts.ContentAPI.ExternalName, "content-api-external-name", "", "write the Service as ExternalName for this host and point the APIService at the listening port (for an API server outside the pod network)")
+	fs.Int64Var(&opts.GitLimits.MaxFetchBytes, "git-fetch-max-bytes", git.DefaultMaxFetchBytes, "bytes a GitRepo fetch may store on disk before it is cut off (the GitRepo is then Stalled)")
+	fs.Int64Var(&opts.GitLimits.MaxBytes, "git-checkout-max-bytes", git.DefaultMaxBytes, "total size of the files a GitRepo commit may hold")
+	fs.IntVar(&opts.GitLimits.MaxFiles, "git-checkout-max-files", git.DefaultMaxFiles, "number of files a GitRepo commit may hold")
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)

@@ -167,7 +167,8 @@ func TestControllerDeploymentUsesOnlyRealFlags(t *testing.T) {
 		}
 	}
 	main, shard := strings.Join(deployments["fleet-controller"], " "), strings.Join(deployments["fleet-controller-shard-s1"], " ")
-	for _, want := range []string{"--api-server-url=https://fleet.example:6443", "--api-server-ca-file=", "--bootstrap-namespace=fleet-local", "--agent-checkin-interval=15m", "--leader-elect=true"} {
+	for _, want := range []string{"--api-server-url=https://fleet.example:6443", "--api-server-ca-file=", "--bootstrap-namespace=fleet-local", "--agent-checkin-interval=15m", "--leader-elect=true",
+		"--git-fetch-max-bytes=536870912 ", "--git-checkout-max-bytes=104857600 ", "--git-checkout-max-files=20000 "} {
 		if !strings.Contains(main, want) {
 			t.Fatalf("fleet-controller args %q lack %q", main, want)
 		}

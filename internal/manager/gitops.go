@@ -14,6 +14,7 @@ func setupGitOps(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	_, err := gitops.Setup(ctx, mgr, gitops.Options{
 		SystemNamespace: opts.SystemNamespace,
 		WebhookAddr:     opts.WebhookAddr,
+		CheckoutLimits:  opts.GitLimits,
 	})
 	return err
 }

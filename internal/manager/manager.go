@@ -20,6 +20,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
@@ -60,6 +61,9 @@ type Options struct {
 	// HTTP/2 connection's streams make Go's client dial a TLS connection
 	// per waiting request.
 	MaxInFlight int
+	// GitLimits bound what one GitRepo fetch may store on disk and what
+	// its checkout may hold (zero fields: the git package's defaults).
+	GitLimits git.Limits
 	// AgentTokenTTL is the lifetime of agent credentials (default 30 days).
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.
