@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -77,9 +78,7 @@ func secretOf(key string, rel ri.Releaser, stamp string) (*corev1.Secret, error)
 		return nil, fmt.Errorf("failed to encode release %q: %w", r.Name, err)
 	}
 	labels := make(map[string]string, len(r.Labels)+5)
-	for k, v := range r.Labels {
-		labels[k] = v
-	}
+	maps.Copy(labels, r.Labels)
 	labels[stamp] = strconv.FormatInt(time.Now().Unix(), 10)
 	labels["name"] = r.Name
 	labels["owner"] = "helm"

@@ -119,14 +119,7 @@ func (d *Discovery) RESTMapper() meta.RESTMapper { return &refreshingMapper{d: d
 
 // Invalidate forgets the cached API surface (after new CRDs were
 // established); the next lookup discovers again.
-func (d *Discovery) Invalidate() {
-	d.mu.Lock()
-	d.lastRefresh = time.Now()
-	d.version = nil
-	d.mu.Unlock()
-	d.disc.Invalidate()
-	d.mapper.Reset()
-}
+func (d *Discovery) Invalidate() { d.refreshOlderThan(0) }
 
 // refreshOnMiss refreshes the cache unless that was done very recently
 // (then the refreshed cache, or the refresh in progress, already answers the

@@ -15,7 +15,8 @@ const fetchSizeInterval = 100 * time.Millisecond
 // boundFetch returns a context for a fetch into dir that is cancelled, with
 // an ErrTooLarge cause, as soon as dir holds more than limit bytes; and a
 // check to call once the fetch has returned, which reports the same for a
-// fetch too quick to be caught while running. go-git streams a pack to disk
+// fetch too quick to be caught while running; and a stop that ends the
+// watch (call it when the fetch is done). go-git streams a pack to disk
 // with no size limit of its own; without this one repository could fill
 // the manager's disk.
 func boundFetch(ctx context.Context, dir string, limit int64) (context.Context, func() error, func()) {
@@ -26,14 +27,11 @@ func boundFetch(ctx context.Context, dir string, limit int64) (context.Context, 
 		}
 		return nil
 	}
-	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(fetchSizeInterval)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
@@ -50,8 +48,7 @@ func boundFetch(ctx context.Context, dir string, limit int64) (context.Context, 
 		}
 		return tooLarge()
 	}
-	stop := func() { close(done); cancel(nil) }
-	return ctx, check, stop
+	return ctx, check, func() { cancel(nil) }
 }
 
 // dirSize is the total size of the regular files under dir.

@@ -136,9 +136,23 @@ func countAgentRequests(path, workspace, realAgentNS string, from, to time.Time,
 // apiRequestTotal sums apiserver_request_total from the API server's
 // /metrics (every client: manager, agents, harness).
 func apiRequestTotal(ctx context.Context, cs kubernetes.Interface) (total, mutating float64, err error) {
+	err = eachRequestTotal(ctx, cs, func(line string, v float64) {
+		total += v
+		for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`} {
+			if strings.Contains(line, verb) {
+				mutating += v
+			}
+		}
+	})
+	return total, mutating, err
+}
+
+// eachRequestTotal calls f with every apiserver_request_total series of
+// the API server's /metrics and its value.
+func eachRequestTotal(ctx context.Context, cs kubernetes.Interface, f func(line string, v float64)) error {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -147,16 +161,10 @@ func apiRequestTotal(ctx context.Context, cs kubernetes.Interface) (total, mutat
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
-		i := strings.LastIndexByte(line, ' ')
-		v, _ := strconv.ParseFloat(line[i+1:], 64)
-		total += v
-		for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`} {
-			if strings.Contains(line, verb) {
-				mutating += v
-			}
-		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		f(line, v)
 	}
-	return total, mutating, sc.Err()
+	return sc.Err()
 }
 
 // Etcd is what etcd itself stores.
@@ -263,11 +271,6 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 // (every client). The harness reads it from the downstream API server,
 // which has no audit log, to show what real applies ask of it.
 func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	mix := map[string]float64{}
 	label := func(line, name string) string {
 		i := strings.Index(line, name+`="`)
 		if i < 0 {
@@ -276,21 +279,15 @@ func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float6
 		rest := line[i+len(name)+2:]
 		return rest[:strings.IndexByte(rest, '"')]
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+	mix := map[string]float64{}
+	err := eachRequestTotal(ctx, cs, func(line string, v float64) {
 		key := label(line, "verb") + " " + label(line, "resource")
 		if sub := label(line, "subresource"); sub != "" {
 			key += "/" + sub
 		}
 		mix[key] += v
-	}
-	return mix, sc.Err()
+	})
+	return mix, err
 }
 
 // mixDelta is after − before, without the keys that did not change.
