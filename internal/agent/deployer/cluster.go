@@ -234,6 +234,8 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 		}
 	}
 	if in.DeleteNamespace && !systemNamespace(in.Namespace) {
+		// The next deploy into it must not trust an old check.
+		d.namespaces.clear()
 		err := d.clientset.CoreV1().Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err

@@ -19,9 +19,11 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -52,6 +54,10 @@ type Deployer struct {
 	agentNamespace string
 	clientset      kubernetes.Interface
 	discovery      *Discovery
+
+	// defaultSA and namespaces remember recent lookups (LookupMaxAge).
+	defaultSA  *recent[bool]
+	namespaces *recent[struct{}]
 }
 
 // Options configure a Deployer.
@@ -89,7 +95,10 @@ func NewWithOptions(o Options) (*Deployer, error) {
 			return nil, err
 		}
 	}
-	return &Deployer{config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, clientset: cs, discovery: disc}, nil
+	return &Deployer{
+		config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, clientset: cs, discovery: disc,
+		defaultSA: newRecent[bool](LookupMaxAge), namespaces: newRecent[struct{}](LookupMaxAge),
+	}, nil
 }
 
 // Discovery is the Deployer's discovery cache, for other parts of the agent
@@ -161,15 +170,40 @@ func (d *Deployer) restConfigFor(serviceAccount string) *rest.Config {
 // operator can restrict what bundles may deploy on a cluster.
 const DefaultServiceAccount = "fleet-default"
 
-func (d *Deployer) serviceAccount(ctx context.Context, name string) string {
+func (d *Deployer) serviceAccount(ctx context.Context, name string) (string, error) {
 	if name != "" {
-		return name
+		return name, nil
+	}
+	if exists, ok := d.defaultSA.get(""); ok {
+		return defaultIf(exists), nil
 	}
 	_, err := d.clientset.CoreV1().ServiceAccounts(d.agentNamespace).Get(ctx, DefaultServiceAccount, metav1.GetOptions{})
-	if err == nil {
+	switch {
+	case err == nil:
+		d.defaultSA.put("", true)
+		return DefaultServiceAccount, nil
+	case apierrors.IsNotFound(err):
+		d.defaultSA.put("", false)
+		return "", nil
+	}
+	// Not knowing is not "absent": deploying with the agent's own
+	// identity could do more than the operator allowed.
+	return "", fmt.Errorf("looking up ServiceAccount %s/%s: %w", d.agentNamespace, DefaultServiceAccount, err)
+}
+
+func defaultIf(exists bool) string {
+	if exists {
 		return DefaultServiceAccount
 	}
 	return ""
+}
+
+// namespaceKey identifies one ensureNamespace check: the deploying
+// identity, the namespace and what the bundle asks of it.
+func namespaceKey(serviceAccount, ns string, opts fleet.BundleDeploymentOptions) string {
+	create := opts.CreateNamespace == nil || *opts.CreateNamespace
+	return fmt.Sprintf("%s\x00%s\x00%v\x00%v\x00%v\x00%v", serviceAccount, ns, create,
+		opts.AllowedTargetNamespaceSelector != nil, opts.NamespaceLabels, opts.NamespaceAnnotations)
 }
 
 func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
@@ -190,18 +224,18 @@ func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Confi
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	store := newReleaseStore(newReleaseSecrets(cs.CoreV1().Secrets(namespace)))
+	store := newReleaseStore(newReleaseSecrets(core.Secrets(namespace)))
 	store.SetLogger(slog.DiscardHandler)
 	ac.Releases = storage.Init(store)
 	return ac, getter, nil
 }
 
 // Deploy installs or upgrades the release of in and returns it.
-func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
+func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error) {
 	opts := in.Options
 	helm := opts.Helm
 	if helm == nil {
@@ -233,13 +267,28 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	ac, getter, err := d.actionConfig(ns, d.serviceAccount(ctx, opts.ServiceAccount))
+	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.ensureNamespace(ctx, getter, ns, opts); err != nil {
+	ac, getter, err := d.actionConfig(ns, sa)
+	if err != nil {
 		return nil, err
 	}
+	nsKey := namespaceKey(sa, ns, opts)
+	if _, ok := d.namespaces.get(nsKey); !ok {
+		if err := d.ensureNamespace(ctx, getter, ns, opts); err != nil {
+			return nil, err
+		}
+		d.namespaces.put(nsKey, struct{}{})
+	}
+	// A failed deploy may have met a namespace deleted meanwhile: the
+	// retry checks it again.
+	defer func() {
+		if err != nil {
+			d.namespaces.forget(nsKey)
+		}
+	}()
 	mapper, err := getter.ToRESTMapper()
 	if err != nil {
 		return nil, err
@@ -432,7 +481,11 @@ func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*
 // objects). Unless keepFailHistory, a failed attempt leaves no revision.
 func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
 	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
-	ac, _, err := d.actionConfig(ns, d.serviceAccount(context.Background(), opts.ServiceAccount))
+	sa, err := d.serviceAccount(context.Background(), opts.ServiceAccount)
+	if err != nil {
+		return err
+	}
+	ac, _, err := d.actionConfig(ns, sa)
 	if err != nil {
 		return err
 	}

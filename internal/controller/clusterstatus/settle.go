@@ -40,7 +40,7 @@ func WaitsForAgent(owned OwnedStatus, live Liveness) bool {
 
 // HoldUntil returns until when a changed status of c is held back because
 // it is a passing state (see Options.Settle), or the zero time to write it
-// now. The passing states are: a cluster created less than 3 × settle ago
+// now. The passing states are: a cluster created less than settle ago
 // whose agent has not checked in yet (in a burst of registrations the first
 // check-in comes late; until then every view shows WaitCheckIn anyway), and
 // BundleDeployments the online agent has not applied yet, for settle after
@@ -49,7 +49,7 @@ func WaitsForAgent(owned OwnedStatus, live Liveness) bool {
 func HoldUntil(c *fleet.Cluster, owned OwnedStatus, live Liveness, waitingSince time.Time, settle time.Duration) time.Time {
 	switch {
 	case live.NeverSeen:
-		return c.CreationTimestamp.Add(3 * settle)
+		return c.CreationTimestamp.Add(settle)
 	case WaitsForAgent(owned, live) && !waitingSince.IsZero():
 		// Coming back online is news; waiting for the agent is not.
 		if meta.IsStatusConditionTrue(c.Status.Conditions, fleet.ConditionOffline) {

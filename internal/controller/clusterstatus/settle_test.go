@@ -59,7 +59,7 @@ func TestHeartbeatOnly(t *testing.T) {
 
 func TestHoldUntil(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	const settle = 10 * time.Second
+	const settle = 30 * time.Second
 	online := Liveness{NextCheck: time.Hour}
 	waiting := OwnedStatus{Summary: fleet.BundleSummary{WaitApplied: 1, DesiredReady: 1}}
 	ready := OwnedStatus{Summary: fleet.BundleSummary{Ready: 1, DesiredReady: 1}}
@@ -81,9 +81,9 @@ func TestHoldUntil(t *testing.T) {
 		{name: "old cluster never checked in: written", c: created(time.Minute), live: Liveness{Offline: true, NeverSeen: true},
 			want: now.Add(-30 * time.Second)},
 		{name: "rollout: waiting for the agent", c: created(time.Hour), owned: waiting, live: online, waiting: now.Add(-3 * time.Second),
-			want: now.Add(7 * time.Second)},
+			want: now.Add(27 * time.Second)},
 		{name: "rollout: waited long enough", c: created(time.Hour), owned: waiting, live: online, waiting: now.Add(-time.Minute),
-			want: now.Add(-50 * time.Second)},
+			want: now.Add(-30 * time.Second)},
 		{name: "all ready: written", c: created(time.Hour), owned: ready, live: online, waiting: time.Time{}},
 		{name: "offline cluster: written", c: created(time.Hour), owned: waiting, live: Liveness{Offline: true}, waiting: now},
 		{name: "back online while waiting: written", c: wasOffline, owned: waiting, live: online, waiting: now},
