@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
@@ -184,6 +185,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
+	}
+	if opts.ContentAPI.Enabled() && opts.ContentAPI.Published == nil {
+		// Shared by the bundle reconciler (writes) and the content API
+		// (reads) of this process.
+		opts.ContentAPI.Published = contentapi.NewPublished()
 	}
 	for _, c := range components {
 		if c.Unsharded && opts.ShardID != "" {

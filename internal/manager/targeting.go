@@ -13,7 +13,9 @@ import (
 // setupTargeting adds the Bundle controller: Bundle → BundleDeployments and
 // rollout (every shard, for its own Bundles).
 func setupTargeting(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	return bundle.Setup(ctx, mgr, bundle.Options{Workers: opts.Workers, ShardID: opts.ShardID, ContentRBAC: opts.ContentRBAC()})
+	return bundle.Setup(ctx, mgr, bundle.Options{
+		Workers: opts.Workers, ShardID: opts.ShardID, ContentRBAC: opts.ContentRBAC(), Published: opts.ContentAPI.Published,
+	})
 }
 
 // setupClusterStatus adds the controllers that must run once per

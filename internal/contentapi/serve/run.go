@@ -47,6 +47,10 @@ type Options struct {
 	// cannot reach a pod network: the embedded control planes of tests
 	// and `fleet dev`, where the manager is a local process.
 	ExternalName string
+	// Published is what this process's bundle reconciler wrote moments
+	// ago; with it, a Content read for a deployment the cache has not seen
+	// yet needs no GET of that deployment (nil: always GET).
+	Published *contentapi.Published
 }
 
 // Enabled reports whether the content API is on.
@@ -73,7 +77,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 		return fmt.Errorf("content API: %w", err)
 	}
 	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}),
-		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}
+		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published}}
 	if err := mgr.Add(s); err != nil {
 		return err
 	}

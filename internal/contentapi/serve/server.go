@@ -43,7 +43,10 @@ type handler struct {
 	// and for Contents (which the manager caches metadata-only).
 	cache client.Reader
 	live  client.Reader
-	proxy atomic.Pointer[frontProxy]
+	// published answers for deployments this process just wrote, before
+	// the cache shows them (may be nil).
+	published *contentapi.Published
+	proxy     atomic.Pointer[frontProxy]
 	// verified remembers the client certificates that verified against
 	// the current frontProxy (key: the DER bytes), so that the chain is
 	// checked once, not on every request. Only the aggregation layer's
@@ -155,9 +158,12 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	if err == nil && !ok {
 		// The agent may have seen a new deployment before the cache did
 		// (the manager's watch carries every deployment and may lag).
-		if bdName != "" {
-			ok, err = h.liveReferences(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, name)
-		} else {
+		switch key := (types.NamespacedName{Namespace: ns, Name: bdName}); {
+		case bdName != "" && h.published.References(key, name):
+			ok = true
+		case bdName != "":
+			ok, err = h.liveReferences(ctx, key, name)
+		default:
 			ok, err = referenced(ctx, h.live, ns, name)
 		}
 	}

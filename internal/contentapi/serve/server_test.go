@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -8,11 +9,16 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/pki"
+	"github.com/fleetgo/fleet/internal/scheme"
 )
 
 func TestParsePath(t *testing.T) {
@@ -147,4 +153,47 @@ func TestDiscovery(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d (%s)", path, rec.Code, want, rec.Body.String())
 		}
 	}
+}
+
+// TestGetPublished: a deployment the cache has not seen yet is answered
+// from what this process just wrote, without a GET of it; and nothing else
+// is: another deployment, another namespace, another Content.
+func TestGetPublished(t *testing.T) {
+	content := &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: "s-new"}, Content: []byte("x")}
+	countingLive := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(content).Build()}
+	published := contentapi.NewPublished()
+	h := &handler{cache: fake.NewClientBuilder().WithScheme(scheme.Scheme).Build(), live: countingLive, published: published}
+	key := types.NamespacedName{Namespace: "cluster-a", Name: "app"}
+	published.Record(key, []string{"s-new"})
+
+	got, err := h.get(t.Context(), "cluster-a", "s-new", "app")
+	if err != nil || string(got.Content) != "x" {
+		t.Fatalf("get = %v, %v; want the Content", got, err)
+	}
+	if countingLive.deploymentGets != 0 {
+		t.Errorf("%d GETs of the BundleDeployment, want none", countingLive.deploymentGets)
+	}
+	for _, tc := range []struct{ ns, content, bd string }{
+		{"cluster-b", "s-new", "app"},   // another cluster
+		{"cluster-a", "s-new", "other"}, // another deployment
+		{"cluster-a", "s-old", "app"},   // a Content the write did not name
+		{"cluster-a", "s-new", ""},      // no deployment named
+	} {
+		if _, err := h.get(t.Context(), tc.ns, tc.content, tc.bd); !apierrors.IsNotFound(err) {
+			t.Errorf("get(%s, %s, %s): %v, want NotFound", tc.ns, tc.content, tc.bd, err)
+		}
+	}
+}
+
+// countingReader counts GETs of BundleDeployments.
+type countingReader struct {
+	client.Reader
+	deploymentGets int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*fleet.BundleDeployment); ok {
+		r.deploymentGets++
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	// manager without the content API. Off, agents read Contents through
 	// the content API and a rollout writes nothing but the deployments.
 	ContentRBAC bool
+	// Published, when set, learns the Contents of every deployment this
+	// reconciler writes, for the content API of the same process (see
+	// contentapi.Published).
+	Published *contentapi.Published
 }
 
 func (o *Options) defaults() {

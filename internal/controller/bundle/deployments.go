@@ -203,6 +203,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
 		r.recordWrite(bd, true)
+		r.Opts.Published.Record(client.ObjectKeyFromObject(bd), ContentsOf(bd))
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {
@@ -213,6 +214,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 	}
 	r.recordWrite(bd, false)
+	r.Opts.Published.Record(client.ObjectKeyFromObject(bd), ContentsOf(bd))
 	return nil
 }
 
