@@ -176,8 +176,20 @@ type writtenAt struct {
 	At      time.Time
 }
 
+// recordWrite remembers a write of bd for this reconciler's stale-cache
+// check and, when the content API runs in this process, for its answer to
+// an agent that saw bd before the cache did (Options.Published).
 func (r *Reconciler) recordWrite(bd *fleet.BundleDeployment, created bool) {
-	r.written.Store(client.ObjectKeyFromObject(bd), writtenAt{UID: bd.UID, Generation: bd.Generation, Created: created, At: time.Now()})
+	key := client.ObjectKeyFromObject(bd)
+	r.written.Store(key, writtenAt{UID: bd.UID, Generation: bd.Generation, Created: created, At: time.Now()})
+	r.Opts.Published.Record(key, ContentsOf(bd))
+}
+
+// forgetWrite drops what recordWrite remembered of a deployment being
+// deleted.
+func (r *Reconciler) forgetWrite(key client.ObjectKey) {
+	r.written.Delete(key)
+	r.Opts.Published.Forget(key)
 }
 
 // putDeployment creates or updates bd unless the cache shows it as is.
@@ -203,7 +215,6 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
 		r.recordWrite(bd, true)
-		r.Opts.Published.Record(client.ObjectKeyFromObject(bd), ContentsOf(bd))
 		return nil
 	}
 	if err := r.Update(ctx, bd); err != nil {
@@ -214,7 +225,6 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 	}
 	r.recordWrite(bd, false)
-	r.Opts.Published.Record(client.ObjectKeyFromObject(bd), ContentsOf(bd))
 	return nil
 }
 

@@ -146,8 +146,7 @@ func (r *Reconciler) deleteDeployments(ctx context.Context, bundleKey string, ke
 }
 
 func (r *Reconciler) deleteDeployment(ctx context.Context, bd *fleet.BundleDeployment) error {
-	r.written.Delete(client.ObjectKeyFromObject(bd))
-	r.Opts.Published.Forget(client.ObjectKeyFromObject(bd))
+	r.forgetWrite(client.ObjectKeyFromObject(bd))
 	if err := r.Delete(ctx, bd, client.Preconditions{UID: &bd.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 	}

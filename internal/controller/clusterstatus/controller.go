@@ -42,14 +42,15 @@ type Options struct {
 	// Settle is how long the passing states of a cluster go unwritten: a
 	// cluster registered moments ago whose agent has not checked in yet,
 	// and BundleDeployments its online agent has not applied yet, which
-	// every cluster passes through in every rollout (default 30s). A rollout then costs one Cluster status
-	// write, or none, instead of two; a state that lasts longer is written
-	// as before. The Bundle's status shows the rollout meanwhile (every
-	// 5 s). 30 s rather than less because an agent with many deployments,
-	// or one waiting for its workloads, easily takes longer than 10 s to
-	// report, and each write stores the whole Cluster again: at 10 s, a
-	// 1,000-cluster rollout with real installs still cost 1.6 status
-	// writes per cluster (docs/scale.md, "Seventh pass").
+	// every cluster passes through in every rollout (default 30s). A
+	// rollout then costs one Cluster status write, or none, instead of two;
+	// a state that lasts longer is written as before. The Bundle's status
+	// shows the rollout meanwhile (every 5 s). 30 s rather than less
+	// because an agent with many deployments, or one waiting for its
+	// workloads, easily takes longer than 10 s to report, and each write
+	// stores the whole Cluster again: at 10 s, a 1,000-cluster rollout with
+	// real installs still cost 1.6 status writes per cluster
+	// (docs/scale.md, "Seventh pass").
 	Settle time.Duration
 	// RollupInterval is the least time between two writes of a cluster's
 	// roll-up that change only counts (the Ready and Offline conditions and
