@@ -61,6 +61,10 @@ type Result struct {
 	// BundleDeployment written by the manager (the manager's share).
 	CreateWritten Timing `json:"createWritten"`
 	ChangeWritten Timing `json:"changeWritten"`
+	// SettleSeconds is how long the harness waited after the creation for
+	// every Cluster and Bundle summary to count it Ready, before the
+	// change (which is timed from that steady state).
+	SettleSeconds float64 `json:"settleSeconds,omitempty"`
 	// ChangeRequests are the agents' requests during the change rollout.
 	ChangeRequests *Requests `json:"changeRequests,omitempty"`
 	Floor          *Floor    `json:"floor,omitempty"`
@@ -124,6 +128,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	timing("registration (N agents)", r.Registration)
 	timing("bundles created -> all BDs written", r.CreateWritten)
 	timing("bundles created -> all Ready", r.Create)
+	if r.SettleSeconds > 0 {
+		row("creation rolled up (before change)", "after %.1fs more", r.SettleSeconds)
+	}
 	timing("bundle change -> all BDs written", r.ChangeWritten)
 	timing("bundle change -> all Ready", r.Change)
 	if r.Floor != nil {

@@ -329,6 +329,13 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			res.problem("after %s only %d of %d BundleDeployments were Ready (%d exist, %d Ready overall)", o.PhaseTimeout, res.Create.Count, p.want, total, readyNow)
 		}
 		if sc.Change && ok {
+			logf("waiting for the manager to roll the creation up")
+			waited, err := settle(ctx, up.Client, sc.Clusters, sc.Bundles, o.PhaseTimeout)
+			res.SettleSeconds = waited.Seconds()
+			if err != nil {
+				res.problem("the creation was not rolled up after %s (%v); the change shares the API server with it", waited.Round(time.Second), err)
+			}
+			markPhase("settle")
 			logf("changing bundle %s0", bundlePfx)
 			profileDuring("change")
 			name := bundlePfx + "0"

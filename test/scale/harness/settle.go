@@ -1,0 +1,69 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// settle waits until the manager has rolled the creation up: every Cluster
+// counts all bundles Ready and every Bundle all clusters. A change timed
+// from any earlier moment would share the API server with the creation's
+// trailing Cluster status writes (new clusters' summaries are held back
+// for the manager's settle time), which a bundle change on a real fleet,
+// made long after its clusters joined, never does. It returns how long
+// it waited and an error naming what was still not rolled up at timeout.
+func settle(ctx context.Context, c client.Client, clusters, bundles int, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		pending, err := unsettled(ctx, c, clusters, bundles)
+		if err == nil && pending == "" {
+			return time.Since(start), nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%s", pending)
+		}
+		if time.Now().After(deadline) {
+			return time.Since(start), err
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// unsettled describes the first Bundle or Cluster whose summary does not
+// yet count everything Ready, or returns "".
+func unsettled(ctx context.Context, c client.Client, clusters, bundles int) (string, error) {
+	bl := &fleet.BundleList{}
+	if err := c.List(ctx, bl, client.InNamespace(workspace)); err != nil {
+		return "", err
+	}
+	for _, b := range bl.Items {
+		if s := b.Status.Summary; s.Ready != clusters || s.DesiredReady != clusters {
+			return fmt.Sprintf("bundle %s summary %d/%d Ready", b.Name, s.Ready, s.DesiredReady), nil
+		}
+	}
+	cont := ""
+	for {
+		cl := &fleet.ClusterList{}
+		if err := c.List(ctx, cl, client.InNamespace(workspace), client.Limit(1000), client.Continue(cont)); err != nil {
+			return "", err
+		}
+		for _, x := range cl.Items {
+			if s := x.Status.Summary; s.Ready != bundles || s.DesiredReady != bundles {
+				return fmt.Sprintf("cluster %s summary %d/%d Ready", x.Name, s.Ready, s.DesiredReady), nil
+			}
+		}
+		if cont = cl.Continue; cont == "" {
+			return "", nil
+		}
+	}
+}
