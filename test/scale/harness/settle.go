@@ -39,8 +39,9 @@ func settle(ctx context.Context, c client.Client, clusters, bundles int, timeout
 	}
 }
 
-// unsettled describes the first Bundle or Cluster whose summary does not
-// yet count everything Ready, or returns "".
+// unsettled describes the first Bundle or simulated Cluster (the bundles'
+// targets; a real agent's cluster is not one) whose summary does not yet
+// count everything Ready, or returns "".
 func unsettled(ctx context.Context, c client.Client, clusters, bundles int) (string, error) {
 	bl := &fleet.BundleList{}
 	if err := c.List(ctx, bl, client.InNamespace(workspace)); err != nil {
@@ -54,7 +55,8 @@ func unsettled(ctx context.Context, c client.Client, clusters, bundles int) (str
 	cont := ""
 	for {
 		cl := &fleet.ClusterList{}
-		if err := c.List(ctx, cl, client.InNamespace(workspace), client.Limit(1000), client.Continue(cont)); err != nil {
+		if err := c.List(ctx, cl, client.InNamespace(workspace),
+			client.MatchingLabels{targetLabel: "true"}, client.Limit(1000), client.Continue(cont)); err != nil {
 			return "", err
 		}
 		for _, x := range cl.Items {
