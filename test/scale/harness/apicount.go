@@ -267,7 +267,8 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 	return e, nil
 }
 
-// requestMix counts apiserver_request_total by "VERB resource[/subresource]"
+// requestMix counts apiserver_request_total by "VERB resource[/subresource]",
+// with the response code appended when it is not 2xx
 // (every client). The harness reads it from the downstream API server,
 // which has no audit log, to show what real applies ask of it.
 func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
@@ -284,6 +285,9 @@ func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float6
 		key := label(line, "verb") + " " + label(line, "resource")
 		if sub := label(line, "subresource"); sub != "" {
 			key += "/" + sub
+		}
+		if code := label(line, "code"); code != "" && code[0] != '2' {
+			key += " " + code // refused (429) or failed: not work done
 		}
 		mix[key] += v
 	})
