@@ -41,6 +41,7 @@ func main() {
 		bundles     = flag.Int("bundles", -1, "override the scenario's number of bundles")
 		perBndl     = flag.Int("resources", 0, "override the scenario's resources per bundle")
 		regConc     = flag.Int("register-concurrency", -1, "override how many agents register at once (0: all)")
+		rest        = flag.Duration("rest", 150*time.Second, "after the last phase, leave the agents alone this long before reading their resident set for the per-cluster footprint (an idle Go process returns a burst's pages after its 2-minute forced GC); 0 reads it at once")
 		memLimit    = flag.Int64("manager-memory-limit", 1<<30, "container memory limit (bytes) the manager runs as if under, as the fleet chart sets it; it gets 90% as its Go soft limit. 0: none")
 	)
 	flag.Usage = func() {
@@ -82,7 +83,7 @@ func main() {
 			sc.RegisterConcurrency = *regConc
 		}
 		o := harness.Options{Idle: *idle, Mode: m, PhaseTimeout: *timeout, ManagerQPS: float32(*qps), ManagerMaxInFlight: *maxInFlight, ManagerMemoryLimit: *memLimit,
-			CheckinInterval: *checkin, ProfileSeconds: *profile, FloorRounds: *floorRounds, RealAgent: *real, SimulatorsBinary: *viaAgent, Log: os.Stderr}
+			CheckinInterval: *checkin, ProfileSeconds: *profile, FloorRounds: *floorRounds, RealAgent: *real, SimulatorsBinary: *viaAgent, Rest: *rest, Log: os.Stderr}
 		if *out != "" {
 			o.OutDir = filepath.Join(*out, name)
 		}

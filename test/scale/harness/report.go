@@ -38,10 +38,15 @@ func timingOf(d []time.Duration, want int, complete bool) Timing {
 
 // Process is CPU and memory of a child process.
 type Process struct {
-	CPUSeconds    float64 `json:"cpuSeconds"`
-	PeakRSSMiB    float64 `json:"peakRSSMiB"`
-	RSSMiB        float64 `json:"rssMiB"`
-	BaseRSSMiB    float64 `json:"baseRSSMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	RSSMiB     float64 `json:"rssMiB"`
+	BaseRSSMiB float64 `json:"baseRSSMiB"`
+	// RestRSSMiB is the RSS after RestSeconds without work (Options.Rest);
+	// PerClusterKiB is computed from it when it was measured, else from
+	// RSSMiB.
+	RestRSSMiB    float64 `json:"restRSSMiB,omitempty"`
+	RestSeconds   float64 `json:"restSeconds,omitempty"`
 	PerClusterKiB float64 `json:"perClusterKiB,omitempty"`
 }
 
@@ -186,8 +191,12 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.ManagerMemoryLimitMiB > 0 {
 		row("manager memory limit", "%.0f MiB container limit (Go soft limit %.0f MiB)", r.ManagerMemoryLimitMiB, r.ManagerMemoryLimitMiB*memlimit.Ratio)
 	}
-	row("agents process RSS", "peak %.0f MiB, end %.0f MiB, base %.0f MiB -> %.0f KiB per simulated cluster",
-		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
+	rest := ""
+	if r.Agents.RestSeconds > 0 {
+		rest = fmt.Sprintf(", %.0f MiB after %.0fs at rest", r.Agents.RestRSSMiB, r.Agents.RestSeconds)
+	}
+	row("agents process RSS", "peak %.0f MiB, end %.0f MiB%s, base %.0f MiB -> %.0f KiB per simulated cluster",
+		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, rest, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
 	if r.RealAgent != nil {
 		row("one real fleet-agent", "RSS %.0f MiB at the end (peak %.0f MiB), CPU %.1fs", r.RealAgent.RSSMiB, r.RealAgent.PeakRSSMiB, r.RealAgent.CPUSeconds)
 	}
