@@ -53,12 +53,7 @@ func newRolloutFixture(t *testing.T, ws string, n int, rs *fleet.RolloutStrategy
 		if err := playAgents(f.ctx, ws, f.name, nil, offline); err != nil {
 			return err
 		}
-		for cl, bd := range bds {
-			if !offline[cl] && (bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID || bd.Spec.DeploymentID == "") {
-				return fmt.Errorf("%s not deployed yet", cl)
-			}
-		}
-		return nil
+		return f.applied(offline)
 	})
 	return f
 }
@@ -93,7 +88,8 @@ func (f *rolloutFixture) promoted() (map[string]bool, error) {
 }
 
 // applied reports an error naming a deployment, other than those in skip,
-// whose agent has not yet applied and readied its current version.
+// that has no version yet or whose agent has not yet applied and readied
+// its current one.
 func (f *rolloutFixture) applied(skip map[string]bool) error {
 	bds, err := bundleDeployments(f.ctx, f.ws, f.name)
 	if err != nil {
@@ -101,7 +97,7 @@ func (f *rolloutFixture) applied(skip map[string]bool) error {
 	}
 	for _, cl := range sortedKeys(bds) {
 		bd := bds[cl]
-		if !skip[cl] && (bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID || !bd.Status.Ready) {
+		if !skip[cl] && (bd.Spec.DeploymentID == "" || bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID || !bd.Status.Ready) {
 			return fmt.Errorf("%s has not applied %s yet", cl, bd.Spec.DeploymentID)
 		}
 	}
