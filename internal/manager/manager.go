@@ -162,6 +162,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
 		Cache:  shardCache(opts.ShardID),
+		// Lists and watches on a connection of their own (watchconn.go).
+		NewCache: newCacheOnOwnConnection,
 		// Several managers may run in one process (shards and replicas in
 		// tests, fleet dev); controller names need not be unique.
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,6 +42,9 @@ type Options struct {
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags, such as
 	// "--service-account-max-token-expiration=48h".
 	ExtraAPIServerArgs map[string]string
+	// APIServerLog, when set, receives kube-apiserver's standard error
+	// (its klog output), e.g. to see watchers it closed.
+	APIServerLog io.Writer
 }
 
 // Cluster is one running control plane.
@@ -123,6 +127,9 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	for k, v := range opts.ExtraAPIServerArgs {
 		args.Set(k, v)
+	}
+	if opts.APIServerLog != nil {
+		env.ControlPlane.GetAPIServer().Err = opts.APIServerLog
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -50,6 +50,11 @@ type Requests struct {
 	RealAgentPerMinute float64        `json:"realAgentPerMinute"`
 	RealAgentByVerb    map[string]int `json:"realAgentByVerb,omitempty"`
 	ManagerWrites      map[string]int `json:"managerWrites,omitempty"`
+	// ManagerWatches counts the watches the manager started in the window,
+	// by resource. Its watches last minutes, so one started inside a
+	// phase replaces one that ended: mostly one the API server closed
+	// because it fell behind (a full buffer), a sign of a saturated server.
+	ManagerWatches map[string]int `json:"managerWatches,omitempty"`
 }
 
 type auditEvent struct {
@@ -69,7 +74,7 @@ type auditEvent struct {
 // credential exists).
 func countAgentRequests(path, workspace, realAgentNS string, from, to time.Time, clusters int) (Requests, error) {
 	r := Requests{WindowSeconds: to.Sub(from).Seconds(), ByVerb: map[string]int{}, ManagerWrites: map[string]int{},
-		RealAgentByVerb: map[string]int{}}
+		RealAgentByVerb: map[string]int{}, ManagerWatches: map[string]int{}}
 	realAgent := 0
 	f, err := os.Open(path)
 	if err != nil {
@@ -100,6 +105,9 @@ func countAgentRequests(path, workspace, realAgentNS string, from, to time.Time,
 			r.Manager++
 			if write && ev.ObjectRef != nil {
 				r.ManagerWrites[ev.Verb+" "+strings.TrimSuffix(ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource, "/")]++
+			}
+			if ev.Verb == "watch" && ev.ObjectRef != nil {
+				r.ManagerWatches[ev.ObjectRef.Resource]++
 			}
 			continue
 		}

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetgo/fleet/internal/kubeclient"
 )
 
 // Floor is what the API server itself needs for the round trip a rollout
@@ -182,6 +184,20 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 		}
 		return dc.Resource(gvr).Namespace(ns)
 	}
+	// The observer and every watcher get a connection of their own, as the
+	// manager's informers and each agent have: on the writer's connection
+	// their streams queue behind its writes and the API server closes them
+	// as unresponsive (kubeclient.OwnConnection).
+	ownRes := func(ns string) (dynamic.ResourceInterface, error) {
+		c, err := dynamic.NewForConfig(kubeclient.OwnConnection(cfg))
+		if err != nil {
+			return nil, err
+		}
+		if ns == "" {
+			return c.Resource(gvr), nil
+		}
+		return c.Resource(gvr).Namespace(ns), nil
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Floor{}, err
@@ -207,11 +223,15 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 	// resourceVersion seen, so no event is lost.
 	var acked atomic.Int64
 	allAcked := make(chan time.Time, 1)
-	obsRV, err := listRV(ctx, res(""), sel)
+	observer, err := ownRes("")
 	if err != nil {
 		return f, err
 	}
-	go resumeWatch(ctx, res(""), sel, obsRV, func(ev watch.Event) bool {
+	obsRV, err := listRV(ctx, observer, sel)
+	if err != nil {
+		return f, err
+	}
+	go resumeWatch(ctx, observer, sel, obsRV, func(ev watch.Event) bool {
 		o, ok := ev.Object.(*unstructured.Unstructured)
 		if ok && ev.Type == watch.Modified && o.GetAnnotations()["ack"] == round {
 			if acked.Add(1) == total {
@@ -224,9 +244,14 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 	var delivered atomic.Int64
 	allDelivered := make(chan time.Time, 1)
 	rvs := make([]string, n)
+	watchers := make([]dynamic.ResourceInterface, n)
 	if err := parallel(ctx, n, 50, func(i int) error {
-		rv, err := listRV(ctx, res(ns(i)), sel)
-		rvs[i] = rv
+		w, err := ownRes(ns(i))
+		if err != nil {
+			return err
+		}
+		watchers[i] = w
+		rvs[i], err = listRV(ctx, w, sel)
 		return err
 	}); err != nil {
 		return f, fmt.Errorf("floor watchers: %w", err)
@@ -237,7 +262,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 		established.Add(1)
 		go func() {
 			first, seen := true, 0
-			resumeWatch(ctx, res(ns(i)), sel, rvs[i], func(ev watch.Event) bool {
+			resumeWatch(ctx, watchers[i], sel, rvs[i], func(ev watch.Event) bool {
 				if first {
 					first = false
 					established.Done()
@@ -250,7 +275,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 					allDelivered <- time.Now()
 				}
 				patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"ack":%q}}}`, round))
-				if _, err := res(o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				if _, err := watchers[i].Patch(ctx, o.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					errs.Store(i, err)
 				}
 				seen++

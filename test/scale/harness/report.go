@@ -70,7 +70,9 @@ type Result struct {
 	// every Cluster and Bundle summary to count it Ready, before the
 	// change (which is timed from that steady state).
 	SettleSeconds float64 `json:"settleSeconds,omitempty"`
-	// ChangeRequests are the agents' requests during the change rollout.
+	// CreateRequests and ChangeRequests are the agents' (and the
+	// manager's) requests during the creation and the change rollout.
+	CreateRequests *Requests `json:"createRequests,omitempty"`
 	ChangeRequests *Requests `json:"changeRequests,omitempty"`
 	Floor          *Floor    `json:"floor,omitempty"`
 	// RatioToFloor is the rollout total (change, else create) over the
@@ -158,9 +160,18 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.RatioToFloorCR > 0 {
 		row("rollout / custom-resource floor", "%.2fx", r.RatioToFloorCR)
 	}
-	if r.ChangeRequests != nil {
-		row("requests during change", "agents %d (%.2f per agent, by verb %v); manager %d, writes %v", r.ChangeRequests.Total,
-			float64(r.ChangeRequests.Total)/float64(max(1, s.Clusters)), r.ChangeRequests.ByVerb, r.ChangeRequests.Manager, r.ChangeRequests.ManagerWrites)
+	for _, p := range []struct {
+		name string
+		r    *Requests
+	}{{"create", r.CreateRequests}, {"change", r.ChangeRequests}} {
+		if p.r == nil {
+			continue
+		}
+		row("requests during "+p.name, "agents %d (%.2f per agent, by verb %v); manager %d, writes %v", p.r.Total,
+			float64(p.r.Total)/float64(max(1, s.Clusters)), p.r.ByVerb, p.r.Manager, p.r.ManagerWrites)
+		if len(p.r.ManagerWatches) > 0 {
+			row("manager watches restarted", "%v (during %s)", p.r.ManagerWatches, p.name)
+		}
 	}
 	var phases []string
 	for k, v := range r.ManagerCPUByPhase {

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/agent/simulator"
 	"github.com/fleetgo/fleet/internal/apply"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/scheme"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
@@ -131,7 +132,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		return nil, err
 	}
 	logf("starting upstream API server and etcd")
-	up, err := testenv.Start(testenv.Options{Name: "scale-upstream", ExtraAPIServerArgs: map[string]string{
+	upLog, err := os.Create(filepath.Join(o.OutDir, "apiserver.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer upLog.Close()
+	up, err := testenv.Start(testenv.Options{Name: "scale-upstream", APIServerLog: upLog, ExtraAPIServerArgs: map[string]string{
 		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-maxsize": "0",
 	}})
 	if err != nil {
@@ -204,10 +210,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	markPhase("startup")
 
-	// Watch what a user would watch: BundleDeployments and Clusters.
+	// Watch what a user would watch: BundleDeployments and Clusters, on a
+	// connection of its own (kubeclient.OwnConnection), as a user's would be.
 	admin := rest.CopyConfig(up.Config)
 	admin.QPS = -1
-	rc, err := fleetClient(admin)
+	rc, err := fleetClient(kubeclient.OwnConnection(admin))
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +336,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		if len(shards) > 0 {
 			res.ManagerCPUByPhase["shards-create"] = shardCPUSeconds(shards)
 		}
+		createEnd := time.Now()
 		ready, written := tr.snapshot(p)
 		res.Create, res.CreateWritten = timingOf(ready, p.want, ok), timingOf(written, p.want, len(written) >= p.want)
 		markPhase("create")
@@ -336,6 +344,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		logf("create: %d of %d Ready (%d BundleDeployments exist), total %.1fs", res.Create.Count, p.want, total, res.Create.TotalSeconds)
 		if !ok {
 			res.problem("after %s only %d of %d BundleDeployments were Ready (%d exist, %d Ready overall)", o.PhaseTimeout, res.Create.Count, p.want, total, readyNow)
+		}
+		if !sc.Change {
+			time.Sleep(2 * time.Second) // let the audit log flush
+			if r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), p.start, createEnd, sc.Clusters); err == nil {
+				res.CreateRequests = &r
+			}
 		}
 		if sc.Change && ok {
 			logf("waiting for the manager to roll the creation up")
