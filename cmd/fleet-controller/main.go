@@ -38,7 +38,7 @@ func main() {
 	fs.IntVar(&opts.MaxInFlight, "max-requests-in-flight", kubeclient.DefaultMaxInFlight, "API requests (watches and Lease renewals excepted) the controller keeps in flight at most; keep it under the API server's --http2-max-streams-per-connection (100 by default)")
 	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials; agents renew them at 60% of it")
 	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE)")
-	fs.StringVar(&opts.ContentAPI.Addr, "content-api-addr", ":8443", "address of the content API that agents read manifests through (behind the API server's aggregation layer); 0 disables it and grants each cluster Contents through a ClusterRoleBinding instead")
+	fs.StringVar(&opts.ContentAPI.Addr, "content-api-addr", ":8443", "address of the content API that agents read manifests through (behind the API server's aggregation layer); 0 disables it and grants each cluster Contents through a ClusterRoleBinding instead, as the manager does by itself when the API server has no aggregation layer")
 	fs.StringVar(&opts.ContentAPI.Service, "content-api-service", "fleet-content-api", "Service (in --namespace) the content API's APIService points at")
 	fs.Int32Var(&opts.ContentAPI.Port, "content-api-service-port", 443, "port of that Service")
 	fs.StringVar(&opts.ContentAPI.ExternalName, "content-api-external-name", "", "write the Service as ExternalName for this host and point the APIService at the listening port (for an API server outside the pod network)")

@@ -188,6 +188,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
+	if opts.ContentAPI.Enabled() {
+		opts.ContentAPI = contentAPIOrRBAC(ctx, mgr.GetAPIReader(), opts.ContentAPI)
+	}
+	if !opts.ContentAPI.Enabled() && opts.ShardID == "" {
+		if err := serve.SetupWithdraw(mgr); err != nil {
+			return nil, err
+		}
+	}
 	if opts.ContentAPI.Enabled() && opts.ContentAPI.Published == nil {
 		// Shared by the bundle reconciler (writes) and the content API
 		// (reads) of this process.

@@ -42,6 +42,10 @@ type Options struct {
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags, such as
 	// "--service-account-max-token-expiration=48h".
 	ExtraAPIServerArgs map[string]string
+	// WithoutAggregationLayer starts kube-apiserver without the
+	// front-proxy (request-header) flags, like an API server whose
+	// aggregation layer is not configured.
+	WithoutAggregationLayer bool
 	// APIServerLog, when set, receives kube-apiserver's standard error
 	// (its klog output), e.g. to see watchers it closed.
 	APIServerLog io.Writer
@@ -117,13 +121,15 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	fp, err := frontProxyArgs(pkiDir)
-	if err != nil {
-		_ = os.RemoveAll(pkiDir)
-		return nil, err
-	}
-	for k, v := range fp {
-		args.Set(k, v)
+	if !opts.WithoutAggregationLayer {
+		fp, err := frontProxyArgs(pkiDir)
+		if err != nil {
+			_ = os.RemoveAll(pkiDir)
+			return nil, err
+		}
+		for k, v := range fp {
+			args.Set(k, v)
+		}
 	}
 	for k, v := range opts.ExtraAPIServerArgs {
 		args.Set(k, v)
