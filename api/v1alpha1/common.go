@@ -36,6 +36,9 @@ const (
 	CommitAnnotation         = "fleet.cattle.io/commit"
 	KeepResourcesAnnotation  = "fleet.cattle.io/keep-resources"
 	ServiceAccountAnnotation = "fleet.cattle.io/service-account"
+	// CredentialOfRegistrationLabel is on an agent's ServiceAccount and
+	// RBAC: the ClusterRegistration the credential was granted for.
+	CredentialOfRegistrationLabel = "fleet.cattle.io/credential-of-registration"
 )
 
 // Secret types written by the manager.

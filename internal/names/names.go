@@ -46,6 +46,10 @@ func ClusterNamespace(workspace, cluster string) string {
 // binds it, the Content controller keeps it).
 func ContentRoleName(clusterNamespace string) string { return "fleet-content-" + clusterNamespace }
 
+// ContentBindingName is the ClusterRoleBinding that gives the agent
+// credential (ServiceAccount) sa its cluster's Content role.
+func ContentBindingName(sa string) string { return sa + "-content" }
+
 // ClusterNameForClientID is the name of a Cluster created at registration.
 func ClusterNameForClientID(clientID string) string {
 	return "cluster-" + KeyHash(clientID)

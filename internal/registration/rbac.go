@@ -14,7 +14,7 @@ import (
 // Labels put on every object created for one agent credential, so that a
 // deleted Cluster's objects can be found and removed.
 const (
-	labelCredentialOf = "fleet.cattle.io/credential-of-registration"
+	labelCredentialOf = fleet.CredentialOfRegistrationLabel
 	labelTokenOf      = "fleet.cattle.io/import-token"
 )
 
@@ -76,7 +76,7 @@ func (g grant) objects() []client.Object {
 	wsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.Workspace),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
 		Subjects: []rbacv1.Subject{g.subject()}}
-	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(g.SA+"-content", ""),
+	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(names.ContentBindingName(g.SA), ""),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: names.ContentRoleName(g.ClusterNamespace)},
 		Subjects: []rbacv1.Subject{g.subject()}}
 	if !g.ContentRBAC {

@@ -100,7 +100,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if !opts.ContentRBAC {
 		return nil
 	}
-	rr := &RoleReconciler{Client: mgr.GetClient(), Opts: opts}
+	rr := &RoleReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts}
 	return rr.SetupWithManager(mgr)
 }
 

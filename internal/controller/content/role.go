@@ -8,8 +8,10 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
 	"github.com/fleetgo/fleet/internal/controller/since"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // RoleReconciler maintains fleet-content-<clusterNamespace>; requests carry
@@ -36,7 +39,9 @@ import (
 // previous Content), and an idle fleet none.
 type RoleReconciler struct {
 	client.Client
-	Opts Options
+	// APIReader lists the agents' ServiceAccounts, which are not cached.
+	APIReader client.Reader
+	Opts      Options
 
 	// staleSince records, per cluster namespace, since when its role has
 	// granted more than it needs. In memory only: after a restart the
@@ -169,6 +174,9 @@ func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.R
 	now := time.Now()
 	if !exists {
 		r.staleSince.Clear(ns)
+		if err := r.bindAgents(ctx, ns); err != nil {
+			return ctrl.Result{}, err
+		}
 		role = &rbacv1.ClusterRole{}
 		bundle.SetContentRole(role, ns, referenced, nil)
 		if err := r.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -200,6 +208,32 @@ func (r *RoleReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.R
 	}
 	r.staleSince.Clear(ns)
 	return p.recheck(now, r.Opts.GrantGrace), nil
+}
+
+// bindAgents gives every agent credential of ns (a ServiceAccount labelled
+// with the registration it was granted for) the ClusterRoleBinding to the
+// namespace's role, before the role is created. Registration binds a new
+// agent itself when the content API is off; this covers agents registered
+// while the manager served the content API, whose credentials have no such
+// binding, once the manager runs without it (by flag, or because the API
+// server has no aggregation layer). A role is created once per namespace,
+// so this costs one LIST of ServiceAccounts per cluster namespace.
+func (r *RoleReconciler) bindAgents(ctx context.Context, ns string) error {
+	sas := &corev1.ServiceAccountList{}
+	if err := r.APIReader.List(ctx, sas, client.InNamespace(ns), client.HasLabels{fleet.CredentialOfRegistrationLabel}); err != nil {
+		return fmt.Errorf("listing the agent credentials of %s: %w", ns, err)
+	}
+	for _, sa := range sas.Items {
+		b := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: names.ContentBindingName(sa.Name), Labels: sa.Labels, Annotations: sa.Annotations},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RoleName(ns)},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+		}
+		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("binding ClusterRole %s: %w", RoleName(ns), err)
+		}
+	}
+	return nil
 }
 
 // recheck looks at the role again when its earliest fresh grant expires
