@@ -54,12 +54,25 @@ var ErrTooLarge = errors.New("repository checkout too large")
 // checkout directory.
 var ErrUnsafePath = errors.New("unsafe path in repository")
 
-// writeTree writes tree's files under dst. Sizes are checked from the object
-// headers before anything is written; symlinks are created only when their
-// target stays inside dst, and after all regular files so that nothing is
-// written through them. Submodules are skipped.
-func writeTree(tree *object.Tree, dst string, limits Limits) error {
-	limits = limits.withDefaults()
+// budget is what is left of Limits for the files of one checkout, shared
+// by the repository and its submodules.
+type budget struct {
+	files  int
+	bytes  int64
+	limits Limits
+}
+
+func newBudget(l Limits) *budget {
+	l = l.withDefaults()
+	return &budget{files: l.MaxFiles, bytes: l.MaxBytes, limits: l}
+}
+
+// writeTree writes tree's files under dst and takes them from b. Sizes are
+// checked from the object headers before anything is written; symlinks are
+// created only when their target stays inside dst, and after all regular
+// files so that nothing is written through them. Submodules (gitlinks) are
+// left to writeSubmodules.
+func writeTree(tree *object.Tree, dst string, b *budget) error {
 	type entry struct {
 		name string
 		mode filemode.FileMode
@@ -72,11 +85,11 @@ func writeTree(tree *object.Tree, dst string, limits Limits) error {
 			return err
 		}
 		total += f.Size
-		if len(entries)+1 > limits.MaxFiles {
-			return fmt.Errorf("%w: more than %d files", ErrTooLarge, limits.MaxFiles)
+		if len(entries)+1 > b.files {
+			return fmt.Errorf("%w: more than %d files", ErrTooLarge, b.limits.MaxFiles)
 		}
-		if total > limits.MaxBytes {
-			return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limits.MaxBytes)
+		if total > b.bytes {
+			return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, b.limits.MaxBytes)
 		}
 		entries = append(entries, entry{name: f.Name, mode: f.Mode, file: f})
 		return nil
@@ -84,6 +97,8 @@ func writeTree(tree *object.Tree, dst string, limits Limits) error {
 	if err != nil {
 		return err
 	}
+	b.files -= len(entries)
+	b.bytes -= total
 	var links []entry
 	for _, e := range entries {
 		switch e.mode {

@@ -13,6 +13,7 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
@@ -181,22 +182,50 @@ type FetchOptions struct {
 
 // Fetch does a shallow fetch of the remote's branch/revision into a
 // temporary bare repository under workDir and writes the commit's files to
-// workDir/source. It returns the checked-out commit. A fetch that stores
-// more than Limits.MaxFetchBytes, or a checkout over Limits, is ErrTooLarge.
+// workDir/source, with its submodules (see writeSubmodules). It returns the
+// checked-out commit. A fetch that stores more than Limits.MaxFetchBytes,
+// or a checkout over Limits, is ErrTooLarge.
 func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (string, error) {
-	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	limits := opts.Limits.withDefaults()
+	commit, err := fetchCommit(ctx, r, filepath.Join(workDir, "repo.git"), opts.Commit, limits.MaxFetchBytes)
 	if err != nil {
 		return "", err
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(workDir, "source")
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return "", err
+	}
+	b := newBudget(limits)
+	if err := writeTree(tree, dst, b); err != nil {
+		return "", err
+	}
+	sub := &submodules{ctx: ctx, workDir: workDir, budget: b, maxFetch: limits.MaxFetchBytes}
+	if err := sub.write(r, tree, dst, 0); err != nil {
+		return "", err
+	}
+	return commit.Hash.String(), nil
+}
+
+// fetchCommit fetches the commit r names (want, when r follows a branch,
+// is the expected one) into a new bare repository at repoDir and returns it.
+func fetchCommit(ctx context.Context, r Remote, repoDir, want string, maxFetch int64) (*object.Commit, error) {
+	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
-	repo, err := gogit.PlainInit(filepath.Join(workDir, "repo.git"), true)
+	repo, err := gogit.PlainInit(repoDir, true)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	rem, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	fo := &gogit.FetchOptions{
 		Auth:            auth,
@@ -205,7 +234,7 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 		Depth:           1,
 		Tags:            gogit.NoTags,
 	}
-	fetchCtx, tooLarge, stop := boundFetch(ctx, filepath.Join(workDir, "repo.git"), opts.Limits.withDefaults().MaxFetchBytes)
+	fetchCtx, tooLarge, stop := boundFetch(ctx, repoDir, maxFetch)
 	defer stop()
 	fetch := func() error {
 		err := rem.FetchContext(fetchCtx, fo)
@@ -218,7 +247,6 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 		return nil
 	}
 	var local plumbing.ReferenceName = "refs/fleet/checkout"
-	want := opts.Commit
 	switch {
 	case IsCommitSHA(r.Revision):
 		want = r.Revision
@@ -226,31 +254,31 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 		// get a full fetch of all refs instead.
 		fo.RefSpecs = []config.RefSpec{config.RefSpec(r.Revision + ":" + local.String())}
 		if err := fetch(); errors.Is(err, ErrTooLarge) {
-			return "", err
+			return nil, err
 		} else if err != nil {
 			fo.Depth = 0
 			fo.Tags = gogit.AllTags
 			fo.RefSpecs = []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*"}
 			if err := fetch(); err != nil {
-				return "", err
+				return nil, err
 			}
 		}
 	case r.Revision != "":
 		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/tags/" + r.Revision + ":" + local.String())}
 		if err := fetch(); err != nil {
-			return "", err
+			return nil, err
 		}
 	default:
 		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/heads/" + r.branch() + ":" + local.String())}
 		if err := fetch(); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	hash := plumbing.NewHash(want)
 	if want == "" || !IsCommitSHA(r.Revision) {
 		ref, err := repo.Reference(local, true)
 		if err != nil {
-			return "", fmt.Errorf("resolving fetched ref: %w", err)
+			return nil, fmt.Errorf("resolving fetched ref: %w", err)
 		}
 		hash = ref.Hash()
 	}
@@ -258,24 +286,13 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 	if tag, err := repo.TagObject(hash); err == nil {
 		c, err := tag.Commit()
 		if err != nil {
-			return "", fmt.Errorf("tag %s does not point at a commit: %w", r.Revision, err)
+			return nil, fmt.Errorf("tag %s does not point at a commit: %w", r.Revision, err)
 		}
 		hash = c.Hash
 	}
 	commit, err := repo.CommitObject(hash)
 	if err != nil {
-		return "", fmt.Errorf("commit %s not found on %s: %w", hash, redact(r.URL), err)
+		return nil, fmt.Errorf("commit %s not found on %s: %w", hash, redact(r.URL), err)
 	}
-	tree, err := commit.Tree()
-	if err != nil {
-		return "", err
-	}
-	dst := filepath.Join(workDir, "source")
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return "", err
-	}
-	if err := writeTree(tree, dst, opts.Limits); err != nil {
-		return "", err
-	}
-	return commit.Hash.String(), nil
+	return commit, nil
 }

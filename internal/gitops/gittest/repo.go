@@ -102,6 +102,24 @@ func (r *Repo) Commit(branch string, files map[string]string) string {
 	return r.git(r.work, "rev-parse", "HEAD")
 }
 
+// AddSubmodule adds sub (at the head of its master branch) as a submodule
+// at path of the work tree, recorded in .gitmodules with url (such as
+// "../lib.git" or a server URL). Nothing is committed.
+func (r *Repo) AddSubmodule(path, url string, sub *Repo) {
+	r.t.Helper()
+	r.git(r.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "-b", "master", sub.Dir(), path)
+	r.git(r.work, "config", "-f", ".gitmodules", "submodule."+path+".url", url)
+	r.git(r.work, "add", ".gitmodules")
+}
+
+// UpdateSubmodule moves the submodule at path to the head of its master
+// branch. Nothing is committed.
+func (r *Repo) UpdateSubmodule(path string) {
+	r.t.Helper()
+	r.git(filepath.Join(r.work, filepath.FromSlash(path)), "-c", "protocol.file.allow=always", "pull", "-q", "origin", "master")
+	r.git(r.work, "add", path)
+}
+
 // Tag creates an annotated tag at HEAD and pushes it.
 func (r *Repo) Tag(name string) string {
 	r.t.Helper()
