@@ -5,6 +5,7 @@
 package git
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,12 @@ type Credentials struct {
 	Password   string
 	SSHKey     []byte
 	KnownHosts []byte
+	// GitHubApp, when set, is used instead of Username/Password for
+	// HTTPS (keys github_app_*).
+	GitHubApp *GitHubApp
+	// invalid is what was wrong with the Secret's keys, reported by every
+	// remote call.
+	invalid error
 }
 
 // CredentialsFromSecret reads a basic-auth, ssh-auth or Opaque Secret. A
@@ -55,6 +62,7 @@ func CredentialsFromSecret(s *corev1.Secret) Credentials {
 	if c.Password == "" && len(s.Data[KeyToken]) > 0 {
 		c.Password = string(s.Data[KeyToken])
 	}
+	c.GitHubApp, c.invalid = gitHubAppFromSecret(s.Data)
 	return c
 }
 
@@ -78,7 +86,18 @@ var ErrBadCredentials = errors.New("invalid git credentials")
 // authFor turns credentials into a go-git AuthMethod for url. SSH always
 // checks the server's host key against known_hosts: without known_hosts an
 // SSH repo is refused rather than trusted on first use.
-func authFor(url string, c Credentials, timeout time.Duration) (transport.AuthMethod, error) {
+func authFor(ctx context.Context, r Remote) (transport.AuthMethod, error) {
+	url, c, timeout := r.URL, r.Credentials, r.timeout()
+	if c.invalid != nil {
+		return nil, c.invalid
+	}
+	if c.GitHubApp != nil && !IsSSH(url) {
+		token, err := c.GitHubApp.installationToken(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return &githttp.BasicAuth{Username: "x-access-token", Password: token}, nil
+	}
 	if !IsSSH(url) {
 		if c.Username == "" && c.Password == "" {
 			return nil, nil

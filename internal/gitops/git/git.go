@@ -87,7 +87,7 @@ func LatestCommit(ctx context.Context, r Remote) (string, error) {
 	if IsCommitSHA(r.Revision) {
 		return r.Revision, nil
 	}
-	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	auth, err := authFor(ctx, r)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +213,7 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 // fetchCommit fetches the commit r names (want, when r follows a branch,
 // is the expected one) into a new bare repository at repoDir and returns it.
 func fetchCommit(ctx context.Context, r Remote, repoDir, want string, maxFetch int64) (*object.Commit, error) {
-	auth, err := authFor(r.URL, r.Credentials, r.timeout())
+	auth, err := authFor(ctx, r)
 	if err != nil {
 		return nil, err
 	}

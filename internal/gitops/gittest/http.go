@@ -21,6 +21,9 @@ type HTTPOptions struct {
 	Username, Password string
 	// TLS serves HTTPS with a fresh private CA (see HTTPServer.CAPEM).
 	TLS bool
+	// GitHubApp, when set, serves its token endpoint and requires its
+	// installation tokens for git requests.
+	GitHubApp *GitHubApp
 }
 
 // HTTPServer serves every bare repo under a root over git's smart HTTP
@@ -62,6 +65,16 @@ func NewHTTPServer(t testing.TB, root string, opts HTTPOptions) *HTTPServer {
 		if s.Fail.Load() {
 			http.Error(w, "injected failure", http.StatusInternalServerError)
 			return
+		}
+		if a := opts.GitHubApp; a != nil {
+			if a.serveToken(w, r) {
+				return
+			}
+			if u, p, ok := r.BasicAuth(); !ok || !a.validToken(u, p) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
 		}
 		if opts.Username != "" || opts.Password != "" {
 			u, p, ok := r.BasicAuth()
