@@ -147,7 +147,15 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	var down *testenv.Cluster
 	if sc.Mode == simulator.RealApply || o.RealAgent || o.SimulatorsBinary {
 		logf("starting downstream API server")
-		if down, err = testenv.Start(testenv.Options{Name: "scale-downstream", WithoutCRDs: true}); err != nil {
+		// The one downstream API server stands for every simulated
+		// cluster's own. With its default concurrency (600 seats, shared
+		// by priority levels) API priority and fairness queued and then
+		// refused (429, retried after 1 s) hundreds of the 1,000 agents'
+		// Helm requests, which a cluster's API server serving one agent
+		// never does; it gets the seats of several servers instead.
+		if down, err = testenv.Start(testenv.Options{Name: "scale-downstream", WithoutCRDs: true, ExtraAPIServerArgs: map[string]string{
+			"max-requests-inflight": "3000", "max-mutating-requests-inflight": "1500",
+		}}); err != nil {
 			return nil, err
 		}
 		defer func() { _ = down.Stop() }()
