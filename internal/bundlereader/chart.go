@@ -105,8 +105,10 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 		return cf.fromOCI(h, h.Chart, files)
 	case strings.HasPrefix(h.Chart, "http://") || strings.HasPrefix(h.Chart, "https://"):
 		return cf.fromURL(h, files)
+	case strings.HasPrefix(h.Chart, "git::"):
+		return cf.fromGit(h, files)
 	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
-		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci:// or an http(s) URL of a .tgz)", h.Chart)
+		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz or git::<repository URL>[//<directory>][?ref=<ref>])", h.Chart)
 	default:
 		return cf.fromLocal(h, bundleDir, files)
 	}

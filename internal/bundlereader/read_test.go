@@ -212,7 +212,7 @@ func TestBadInput(t *testing.T) {
 		{name: "missing local chart", files: map[string]string{"fleet.yaml": "helm:\n  chart: ./nochart\n"}, want: `helm.chart "./nochart" not found`},
 		{name: "dir without Chart.yaml", files: map[string]string{"fleet.yaml": "helm:\n  chart: sub\n", "sub/x.yaml": "a: b\n"}, want: "no Chart.yaml"},
 		{name: "chart outside repo", files: map[string]string{"fleet.yaml": "helm:\n  chart: ../../x\n"}, want: "points outside the repository"},
-		{name: "unsupported chart source", files: map[string]string{"fleet.yaml": "helm:\n  chart: git::https://example.com/x\n"}, want: "unsupported chart source"},
+		{name: "unsupported chart source", files: map[string]string{"fleet.yaml": "helm:\n  chart: s3::https://example.com/x\n"}, want: "unsupported chart source"},
 		{name: "missing kustomize dir", files: map[string]string{"fleet.yaml": "kustomize:\n  dir: nope\n", "a.yaml": "x: y\n"}, want: `kustomize.dir "nope": no kustomization.yaml there`},
 		{name: "missing overlay", files: map[string]string{"fleet.yaml": "yaml:\n  overlays: [prod]\n", "a.yaml": "x: y\n"}, want: `overlay "prod" not found`},
 		{name: "missing values file", files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [nope.yaml]\n"}, want: "helm.valuesFiles"},

@@ -80,7 +80,8 @@ func IsPermanent(err error) bool {
 	return false
 }
 
-// LatestCommit returns the commit the remote's branch (or tag) points at,
+// LatestCommit returns the commit the remote's branch (or tag, or branch
+// named as Revision; Revision "HEAD" is the remote's default branch) points at,
 // using one ref advertisement (like `git ls-remote`) and no object transfer.
 // A Revision that is already a commit SHA is returned as is.
 func LatestCommit(ctx context.Context, r Remote) (string, error) {
@@ -105,7 +106,19 @@ func LatestCommit(ctx context.Context, r Remote) (string, error) {
 		return "", describe(ctx, err)
 	}
 	var want []string
-	if r.Revision != "" {
+	if r.Revision == "HEAD" {
+		// The remote's default branch: HEAD, advertised as a symbolic ref
+		// to it or as its commit.
+		for _, ref := range refs {
+			if ref.Name() == plumbing.HEAD {
+				if ref.Type() == plumbing.SymbolicReference {
+					want = []string{ref.Target().String()}
+				} else {
+					return ref.Hash().String(), nil
+				}
+			}
+		}
+	} else if r.Revision != "" {
 		// A peeled annotated tag ("^{}") names the commit; prefer it.
 		want = []string{"refs/tags/" + r.Revision + "^{}", "refs/tags/" + r.Revision, "refs/heads/" + r.Revision}
 	} else {

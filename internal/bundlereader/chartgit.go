@@ -1,0 +1,120 @@
+package bundlereader
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"sigs.k8s.io/yaml"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/gitops/git"
+)
+
+// gitChart is a helm.chart of the form Fleet accepts through go-getter:
+// git::<repository URL>[//<directory>][?ref=<branch, tag or commit>].
+type gitChart struct {
+	url, dir, ref string
+}
+
+func parseGitChart(s string) (gitChart, error) {
+	raw := strings.TrimPrefix(s, "git::")
+	var ref string
+	if i := strings.LastIndex(raw, "?"); i >= 0 {
+		q, err := url.ParseQuery(raw[i+1:])
+		if err != nil {
+			return gitChart{}, fmt.Errorf("helm.chart %q: %w", s, err)
+		}
+		for k := range q {
+			if k != "ref" {
+				return gitChart{}, fmt.Errorf("helm.chart %q: unsupported parameter %q (only ref)", s, k)
+			}
+		}
+		ref, raw = q.Get("ref"), raw[:i]
+	}
+	// The directory follows the first "//" after the scheme's.
+	var dir string
+	from := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		from = i + 3
+	}
+	if i := strings.Index(raw[from:], "//"); i >= 0 {
+		dir, raw = raw[from+i+2:], raw[:from+i]
+	}
+	escapes := false
+	for _, part := range strings.Split(dir, "/") {
+		escapes = escapes || part == ".."
+	}
+	dir = path.Clean("/" + dir)[1:]
+	if raw == "" || escapes {
+		return gitChart{}, fmt.Errorf("helm.chart %q: want git::<repository URL>[//<directory>][?ref=<ref>]", s)
+	}
+	return gitChart{url: raw, dir: dir, ref: ref}, nil
+}
+
+// fromGit checks out a chart from a git repository: the commit ref names
+// (a branch, tag or commit; the default branch without one), the chart in
+// its directory. The helm credentials are used when helmRepoURLRegex allows
+// them for the repository, with the helm CA bundle and TLS setting. The
+// bundle records the chart under .chart/<key of URL, directory, commit>.
+func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
+	src, err := parseGitChart(h.Chart)
+	if err != nil {
+		return err
+	}
+	remote := git.Remote{URL: src.url, CABundle: cf.auth.CABundle, InsecureSkipTLS: cf.auth.InsecureSkipTLS}
+	if user, pass, ok := cf.credentialsFor(src.url); ok {
+		remote.Credentials = git.Credentials{Username: user, Password: pass}
+	}
+	remote.Revision = src.ref
+	if remote.Revision == "" {
+		remote.Revision = "HEAD"
+	}
+	commit, err := git.LatestCommit(cf.ctx, remote)
+	if err != nil {
+		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
+	}
+	key := sourceKey("git", src.url, src.dir, commit)
+	if done, ok := cf.fetched[key]; ok {
+		h.Chart, h.Version = done.path, done.version
+		return nil
+	}
+	work, err := os.MkdirTemp("", "fleet-chart-git-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	remote.Revision = commit
+	if _, err := git.Fetch(cf.ctx, remote, work, git.FetchOptions{Limits: git.Limits{
+		MaxBytes: cf.limits.MaxTotalSize, MaxFiles: cf.limits.MaxFiles,
+	}}); err != nil {
+		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
+	}
+	checkout, err := newFS(filepath.Join(work, "source"), cf.limits)
+	if err != nil {
+		return err
+	}
+	abs := filepath.Join(checkout.root, filepath.FromSlash(src.dir))
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return fmt.Errorf("helm.chart %s: no directory %q at %s", redact(src.url), src.dir, commit)
+	}
+	chartFiles, err := checkout.loadDir(abs)
+	if err != nil {
+		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
+	}
+	meta := &chartv2.Metadata{}
+	if err := yaml.Unmarshal(fileContent(chartFiles, "Chart.yaml"), meta); err != nil || meta.Name == "" {
+		return fmt.Errorf("helm.chart %s: no valid Chart.yaml in %q at %s", redact(src.url), src.dir, commit)
+	}
+	prefix := path.Join(chartDir, key, meta.Name)
+	for _, f := range chartFiles {
+		*files = append(*files, file{name: path.Join(prefix, f.name), content: f.content})
+	}
+	cf.fetched[key] = fetchedChart{path: prefix, version: meta.Version}
+	h.Chart, h.Version = prefix, meta.Version
+	return cf.dependencies(h, prefix, "", files)
+}
