@@ -98,7 +98,7 @@ type helmCreds struct {
 	Username           string `json:"username,omitempty"`
 	Password           string `json:"password,omitempty"`
 	CABundle           string `json:"caBundle,omitempty"`
-	SSHPrivateKey      string `json:"sshPrivateKey,omitempty"` // accepted, unused: git:: charts are not supported
+	SSHPrivateKey      string `json:"sshPrivateKey,omitempty"` // accepted, unused: git:: charts use the username and password (HTTPS)
 	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
 	InsecureSkipTLS    bool   `json:"insecureSkipTls,omitempty"`
 	BasicHTTP          bool   `json:"basicHTTP,omitempty"`

@@ -66,7 +66,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{name: "invalid releaseName", files: map[string]string{"fleet.yaml": "helm:\n  releaseName: Bad_Name\n"}, want: "helm.releaseName"},
 		{name: "chart outside the repo", files: map[string]string{"fleet.yaml": "helm:\n  chart: ../../etc\n"}, want: "outside the repository"},
 		{name: "chart dir without Chart.yaml", files: map[string]string{"fleet.yaml": "helm:\n  chart: sub\n", "sub/x.yaml": "a: b\n"}, want: "no Chart.yaml"},
-		{name: "unsupported chart source", files: map[string]string{"fleet.yaml": "helm:\n  chart: git::https://example.com/x\n"}, want: "unsupported chart source"},
+		{name: "unsupported chart source", files: map[string]string{"fleet.yaml": "helm:\n  chart: s3::https://example.com/x\n"}, want: "unsupported chart source"},
 		{name: "values file is a list", files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [v.yaml]\n", "v.yaml": "- x\n"}, want: "v.yaml"},
 		{name: "symlink escaping the checkout", files: map[string]string{"fleet.yaml": ""}, link: [2]string{filepath.Join(outside, "secret.yaml"), "leak.yaml"}, want: "points outside the repository"},
 		{name: "huge file", files: map[string]string{"fleet.yaml": "", "a.yaml": strings.Repeat("x", 4096)}, opts: bundlereader.Options{Limits: bundlereader.Limits{MaxFileSize: 1024}}, want: "larger than the limit"},
