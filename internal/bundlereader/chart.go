@@ -6,8 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/pki"
 )
 
 // chartDir is where downloaded charts are stored inside a bundle's resources.
@@ -60,16 +59,9 @@ func newChartFetcher(ctx context.Context, auth HelmAuth, urlRegex string, limits
 		}
 		cf.regex = re
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: auth.InsecureSkipTLS} //nolint:gosec // user asked for it
-	if len(auth.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(auth.CABundle) {
-			return nil, errors.New("helm CA bundle contains no PEM certificates")
-		}
-		tlsCfg.RootCAs = pool
+	tlsCfg, err := pki.ClientTLS(auth.CABundle, auth.InsecureSkipTLS)
+	if err != nil {
+		return nil, fmt.Errorf("helm %w", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg

@@ -6,7 +6,6 @@ import (
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleetgo/fleet/internal/pki"
 )
 
 // Keys of a client Secret holding GitHub App credentials, as in Fleet.
@@ -91,7 +92,11 @@ func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, er
 	}
 	req.Header.Set("Authorization", "Bearer "+jwt)
 	req.Header.Set("Accept", "application/vnd.github+json")
-	resp, err := apiClient(r).Do(req)
+	hc, err := apiClient(r)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("GitHub App installation token from %s: %w", api, err)
 	}
@@ -125,17 +130,14 @@ func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, er
 
 // apiClient reaches the API with the repository's TLS settings (a GitHub
 // Enterprise Server serves both from one host).
-func apiClient(r Remote) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: r.InsecureSkipTLS} //nolint:gosec // the GitRepo's own insecureSkipTLS
-	if len(r.CABundle) > 0 {
-		if pool, err := x509.SystemCertPool(); err == nil && pool.AppendCertsFromPEM(r.CABundle) {
-			tr.TLSClientConfig.RootCAs = pool
-		} else if pool := x509.NewCertPool(); pool.AppendCertsFromPEM(r.CABundle) {
-			tr.TLSClientConfig.RootCAs = pool
-		}
+func apiClient(r Remote) (*http.Client, error) {
+	tlsCfg, err := pki.ClientTLS(r.CABundle, r.InsecureSkipTLS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: caBundle: %w", ErrBadCredentials, err)
 	}
-	return &http.Client{Transport: tr, Timeout: r.timeout()}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	return &http.Client{Transport: tr, Timeout: r.timeout()}, nil
 }
 
 func parseRSAKey(p []byte) (*rsa.PrivateKey, error) {
