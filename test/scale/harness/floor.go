@@ -178,12 +178,13 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 			return Floor{}, err
 		}
 	}
-	res := func(ns string) dynamic.ResourceInterface {
+	resOf := func(c dynamic.Interface, ns string) dynamic.ResourceInterface {
 		if ns == "" {
-			return dc.Resource(gvr)
+			return c.Resource(gvr)
 		}
-		return dc.Resource(gvr).Namespace(ns)
+		return c.Resource(gvr).Namespace(ns)
 	}
+	res := func(ns string) dynamic.ResourceInterface { return resOf(dc, ns) }
 	// The observer and every watcher get a connection of their own, as the
 	// manager's informers and each agent have: on the writer's connection
 	// their streams queue behind its writes and the API server closes them
@@ -193,10 +194,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, kind string, n, perWa
 		if err != nil {
 			return nil, err
 		}
-		if ns == "" {
-			return c.Resource(gvr), nil
-		}
-		return c.Resource(gvr).Namespace(ns), nil
+		return resOf(c, ns), nil
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

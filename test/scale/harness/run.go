@@ -227,6 +227,16 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		return nil, err
 	}
 	tr := newTracker()
+	// phaseRequests counts the requests of a measured phase from the audit
+	// log, once it has been flushed.
+	phaseRequests := func(from, to time.Time) (*Requests, error) {
+		time.Sleep(2 * time.Second) // let the audit log flush
+		r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), from, to, sc.Clusters)
+		if err != nil {
+			return nil, err
+		}
+		return &r, nil
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go watchAll(wctx, rc, "bundledeployments", func() runtime.Object { return &fleet.BundleDeploymentList{} }, tr.onBD)
@@ -354,10 +364,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			res.problem("after %s only %d of %d BundleDeployments were Ready (%d exist, %d Ready overall)", o.PhaseTimeout, res.Create.Count, p.want, total, readyNow)
 		}
 		if !sc.Change {
-			time.Sleep(2 * time.Second) // let the audit log flush
-			if r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), p.start, createEnd, sc.Clusters); err == nil {
-				res.CreateRequests = &r
-			}
+			res.CreateRequests, _ = phaseRequests(p.start, createEnd) // an extra figure; the run stands without it
 		}
 		if sc.Change && ok {
 			logf("waiting for the manager to roll the creation up")
@@ -386,10 +393,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			if !ok {
 				res.problem("after %s only %d of %d BundleDeployments were Ready with the change", o.PhaseTimeout, res.Change.Count, p.want)
 			}
-			time.Sleep(2 * time.Second) // let the audit log flush
-			if r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), p.start, end, sc.Clusters); err == nil {
-				res.ChangeRequests = &r
-			}
+			res.ChangeRequests, _ = phaseRequests(p.start, end) // likewise
 		}
 		res.BundleDeployments, _ = tr.counts()
 	}
@@ -413,12 +417,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			res.IdleAPIRequestsAll, res.IdleMutatingAllPerM = (after-before)/mins, (afterMut-beforeMut)/mins
 		}
 		markPhase("idle")
-		time.Sleep(2 * time.Second)
-		r, err := countAgentRequests(auditLog, workspace, tr.realAgentNamespace(), from, to, sc.Clusters)
-		if err != nil {
+		if res.Idle, err = phaseRequests(from, to); err != nil {
 			res.problem("audit log: %v", err)
-		} else {
-			res.Idle = &r
 		}
 	}
 
