@@ -35,6 +35,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -50,6 +51,17 @@ const (
 	// the API with the aggregation layer.
 	APIServiceName = Version + "." + Group
 )
+
+// APIService returns an APIService object named APIServiceName with no
+// spec, to read into or fill in. It is unstructured to keep the
+// kube-aggregator module out of the build.
+func APIService() *unstructured.Unstructured {
+	o := &unstructured.Unstructured{}
+	o.SetAPIVersion("apiregistration.k8s.io/v1")
+	o.SetKind("APIService")
+	o.SetName(APIServiceName)
+	return o
+}
 
 // DeploymentParam is the query parameter with which an agent names the
 // BundleDeployment it reads a Content for: a hint that makes the manager's

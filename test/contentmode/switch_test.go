@@ -18,7 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -119,10 +118,7 @@ func TestSwitchFromContentAPIToRBACKeepsRegisteredClustersDeploying(t *testing.T
 	stopSecond := startManager(t, ctx, "0")
 	defer stopSecond()
 	g.Eventually(func() bool {
-		svc := &unstructured.Unstructured{}
-		svc.SetAPIVersion("apiregistration.k8s.io/v1")
-		svc.SetKind("APIService")
-		return apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, svc))
+		return apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, contentapi.APIService()))
 	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the content APIService is withdrawn")
 
 	// The cluster registered before the switch gets the next manifest,

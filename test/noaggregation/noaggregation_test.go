@@ -53,14 +53,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func apiService() *unstructured.Unstructured {
-	o := &unstructured.Unstructured{}
-	o.SetAPIVersion("apiregistration.k8s.io/v1")
-	o.SetKind("APIService")
-	o.SetName(contentapi.APIServiceName)
-	return o
-}
-
 func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,7 +69,7 @@ func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 
 	// An earlier manager (with the content API on) left its APIService.
-	stale := apiService()
+	stale := contentapi.APIService()
 	stale.SetLabels(map[string]string{fleet.ManagedLabel: "true"})
 	g.Expect(unstructured.SetNestedMap(stale.Object, map[string]any{
 		"group": contentapi.Group, "version": contentapi.Version,
@@ -96,7 +88,7 @@ func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 	go func() { _ = mgr.Start(ctx) }()
 
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, apiService()))
+		return apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, contentapi.APIService()))
 	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the stale content APIService is deleted")
 
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
@@ -149,7 +141,7 @@ func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 		return b.RoleRef.Name == role.Name && len(b.Subjects) == 1 && b.Subjects[0].Kind == rbacv1.ServiceAccountKind
 	})).To(BeTrue(), "a ClusterRoleBinding gives the agent its content role")
 	// And no content APIService came back.
-	g.Expect(apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, apiService()))).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(up.Get(ctx, client.ObjectKey{Name: contentapi.APIServiceName}, contentapi.APIService()))).To(BeTrue())
 
 	cancel()
 	select {

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,10 +57,8 @@ func (w *withdraw) NeedLeaderElection() bool { return true }
 
 func (w *withdraw) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("content-api")
-	cur := &unstructured.Unstructured{}
-	cur.SetAPIVersion("apiregistration.k8s.io/v1")
-	cur.SetKind("APIService")
-	err := w.live.Get(ctx, types.NamespacedName{Name: contentapi.APIServiceName}, cur)
+	cur := contentapi.APIService()
+	err := w.live.Get(ctx, client.ObjectKeyFromObject(cur), cur)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

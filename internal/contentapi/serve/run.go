@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -326,15 +325,11 @@ func ensureAPIService(ctx context.Context, live client.Reader, w client.Client, 
 		"caBundle":             base64.StdEncoding.EncodeToString(caBundle),
 		"service":              map[string]any{"namespace": o.Namespace, "name": o.Service, "port": int64(port)},
 	}
-	cur := &unstructured.Unstructured{}
-	cur.SetAPIVersion("apiregistration.k8s.io/v1")
-	cur.SetKind("APIService")
-	err := live.Get(ctx, types.NamespacedName{Name: contentapi.APIServiceName}, cur)
+	cur := contentapi.APIService()
+	err := live.Get(ctx, client.ObjectKeyFromObject(cur), cur)
 	if apierrors.IsNotFound(err) {
-		obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		obj.SetAPIVersion("apiregistration.k8s.io/v1")
-		obj.SetKind("APIService")
-		obj.SetName(contentapi.APIServiceName)
+		obj := contentapi.APIService()
+		obj.Object["spec"] = spec
 		obj.SetLabels(map[string]string{fleet.ManagedLabel: "true"})
 		return w.Create(ctx, obj)
 	}
