@@ -5,7 +5,6 @@
 package contentmode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -21,8 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/agent"
-	"github.com/fleetgo/fleet/internal/cli"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/names"
@@ -77,13 +74,9 @@ func TestSwitchFromContentAPIToRBACKeepsRegisteredClustersDeploying(t *testing.T
 	// A fleet that runs the content API registers a cluster and deploys.
 	stopFirst := startManager(t, ctx, "127.0.0.1:0")
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
-	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
+	cluster, _, err := fleettest.RegisterAgent(ctx, upstream, downstream, fleettest.Bootstrap{
 		Workspace: ws, TokenName: "switch-token", Labels: map[string]string{"env": "switch"},
-	})).To(Succeed())
-	go func() {
-		_ = agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
-	}()
-	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "switch"}, 120*time.Second)
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	dir, targets := t.TempDir(), filepath.Join(t.TempDir(), "targets.yaml")
@@ -92,12 +85,8 @@ func TestSwitchFromContentAPIToRBACKeepsRegisteredClustersDeploying(t *testing.T
 	deploy := func(message string) {
 		t.Helper()
 		g.Expect(os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  message: "+message+"\n"), 0o644)).To(Succeed())
-		root := cli.NewRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs([]string{"--kubeconfig", upstream.Kubeconfig, "-n", ws, "apply", "--targets-file", targets, "switch", dir})
-		g.Expect(root.Execute()).To(Succeed(), out.String())
+		out, err := fleettest.RunFleet(upstream.Kubeconfig, "-n", ws, "apply", "--targets-file", targets, "switch", dir)
+		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Eventually(func(g Gomega) {
 			cm := &corev1.ConfigMap{}
 			g.Expect(down.Get(ctx, client.ObjectKey{Namespace: "switch-app", Name: "greeting"}, cm)).To(Succeed())

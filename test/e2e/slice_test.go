@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -19,8 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/agent"
-	"github.com/fleetgo/fleet/internal/cli"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/testenv"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
@@ -42,13 +39,7 @@ func TestMain(m *testing.M) {
 
 // runFleet runs the fleet CLI in-process against the manager cluster.
 func runFleet(args ...string) (string, error) {
-	root := cli.NewRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"--kubeconfig", upstream.Kubeconfig}, args...))
-	err := root.Execute()
-	return out.String(), err
+	return fleettest.RunFleet(upstream.Kubeconfig, args...)
 }
 
 // TestVerticalSlice: token → agent registers → fleet apply → the agent
@@ -73,17 +64,11 @@ func TestVerticalSlice(t *testing.T) {
 	// 2. The token's values are installed downstream the way the fleet-agent
 	// chart does it (the chart itself is tested in internal/install), with
 	// labels given at registration time.
-	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
-		Workspace: ws, TokenName: "e2e-token", Labels: map[string]string{"env": "dev"},
-	})).To(Succeed())
-
 	// 3. The agent registers: a Cluster with the labels appears, with its
 	// own namespace, and the agent forgets the token.
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
-	}()
-	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "dev"}, 120*time.Second)
+	cluster, agentDone, err := fleettest.RegisterAgent(ctx, upstream, downstream, fleettest.Bootstrap{
+		Workspace: ws, TokenName: "e2e-token", Labels: map[string]string{"env": "dev"},
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() bool {
 		err := down.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: "fleet-agent-bootstrap"}, &corev1.Secret{})

@@ -6,7 +6,6 @@
 package noaggregation
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -24,8 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/agent"
-	"github.com/fleetgo/fleet/internal/cli"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
 	"github.com/fleetgo/fleet/internal/manager"
@@ -92,14 +89,9 @@ func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the stale content APIService is deleted")
 
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
-	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
+	cluster, agentDone, err := fleettest.RegisterAgent(ctx, upstream, downstream, fleettest.Bootstrap{
 		Workspace: ws, TokenName: "noagg-token", Labels: map[string]string{"env": "noagg"},
-	})).To(Succeed())
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
-	}()
-	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "noagg"}, 120*time.Second)
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	dir := t.TempDir()
@@ -107,12 +99,8 @@ func TestWithoutAggregationLayerContentsAreGrantedThroughRBAC(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\ndata:\n  message: no aggregation\n"), 0o644)).To(Succeed())
 	targets := filepath.Join(t.TempDir(), "targets.yaml")
 	g.Expect(os.WriteFile(targets, []byte("targets:\n- clusterSelector:\n    matchLabels:\n      env: noagg\n"), 0o644)).To(Succeed())
-	root := cli.NewRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs([]string{"--kubeconfig", upstream.Kubeconfig, "-n", ws, "apply", "--targets-file", targets, "noagg", dir})
-	g.Expect(root.Execute()).To(Succeed(), out.String())
+	out, err := fleettest.RunFleet(upstream.Kubeconfig, "-n", ws, "apply", "--targets-file", targets, "noagg", dir)
+	g.Expect(err).NotTo(HaveOccurred(), out)
 
 	// The agent deploys it downstream and reports Ready.
 	g.Eventually(func(g Gomega) {

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
@@ -57,14 +56,9 @@ func configMap(name, value string) string {
 // registerAgent creates a token, installs its values downstream and runs
 // an agent labelled env=dev; it returns the registered Cluster.
 func registerAgent(ctx context.Context, g *WithT, ws string) fleet.Cluster {
-	up, down := upstream.Client, downstream.Client
-	g.Expect(fleettest.InstallBootstrap(ctx, up, down, fleettest.Bootstrap{
+	cluster, _, err := fleettest.RegisterAgent(ctx, upstream, downstream, fleettest.Bootstrap{
 		Workspace: ws, TokenName: "gitops-token", Labels: map[string]string{"env": "dev"},
-	})).To(Succeed())
-	go func() {
-		_ = agent.Run(ctx, agent.Options{Downstream: downstream.Config, CheckinInterval: 5 * time.Second, FirstCheckinDelay: time.Second})
-	}()
-	cluster, err := fleettest.WaitForCluster(ctx, up, ws, map[string]string{"env": "dev"}, 120*time.Second)
+	})
 	g.Expect(err).NotTo(HaveOccurred())
 	return cluster
 }

@@ -1,6 +1,7 @@
 // Package fleettest has the steps many integration tests share: registering a
 // downstream cluster the way a user does (token → values → bootstrap objects
-// downstream) and waiting for it to check in.
+// downstream), running its agent and waiting for it to check in, and
+// running the fleet CLI in-process.
 package fleettest
 
 import (
