@@ -1,7 +1,6 @@
 package git
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/rsa"
@@ -178,11 +177,7 @@ func appJWT(appID int64, k *rsa.PrivateKey, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var b bytes.Buffer
-	b.WriteString(signed)
-	b.WriteByte('.')
-	b.WriteString(enc.EncodeToString(sig))
-	return b.String(), nil
+	return signed + "." + enc.EncodeToString(sig), nil
 }
 
 // gitHubAppFromSecret reads the App keys of a client Secret; nil when it
