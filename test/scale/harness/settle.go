@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -19,24 +20,20 @@ import (
 // it waited and an error naming what was still not rolled up at timeout.
 func settle(ctx context.Context, c client.Client, clusters, bundles int, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
+	var last string
+	err := kwait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		pending, err := unsettled(ctx, c, clusters, bundles)
-		if err == nil && pending == "" {
-			return time.Since(start), nil
+		if err != nil {
+			last = err.Error() // a failed read is retried like a pending summary
+			return false, nil
 		}
-		if err == nil {
-			err = fmt.Errorf("%s", pending)
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), err
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+		last = pending
+		return pending == "", nil
+	})
+	if err != nil {
+		return time.Since(start), fmt.Errorf("%s: %w", last, err)
 	}
+	return time.Since(start), nil
 }
 
 // unsettled describes the first Bundle or simulated Cluster (the bundles'
