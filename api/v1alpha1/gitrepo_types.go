@@ -104,15 +104,22 @@ type GitRepoSpec struct {
 	// OCIRegistrySecret is accepted for compatibility.
 	// +optional
 	OCIRegistrySecret string `json:"ociRegistrySecret,omitempty"`
-	// Bundles lists bundle directories explicitly ("driven scan").
+	// Bundles lists bundle directories explicitly ("driven scan"); when set,
+	// Paths is ignored and nothing is discovered below the listed
+	// directories.
 	// +optional
 	Bundles []BundlePath `json:"bundles,omitempty"`
 }
 
-// BundlePath is an explicit bundle directory with an options file.
+// BundlePath is one bundle of a driven scan: a directory and the options
+// file that defines it. The bundle is named <gitrepo>-<base>, plus
+// -<options file without extension> when Options is set.
 type BundlePath struct {
+	// Base is the bundle's directory, relative to the repository root.
 	// +optional
 	Base string `json:"base,omitempty"`
+	// Options is a fleet.yaml-like file relative to Base; Base's fleet.yaml
+	// (if any) when empty.
 	// +optional
 	Options string `json:"options,omitempty"`
 }

@@ -312,6 +312,13 @@ func ignored(rules []ignoreRule, rel string, isDir bool) bool {
 // fleet.yaml of their own, the fleet.yaml itself, .fleetignore files and what
 // they exclude are left out. Names are relative to dir, sorted.
 func (f *fsys) loadDir(dir string) ([]file, error) {
+	return f.loadBundleDir(dir, nil)
+}
+
+// loadBundleDir is loadDir that also leaves out the files of exclude
+// (relative to dir, "/" separated), which define bundles instead of being
+// part of them: the options files of a driven scan.
+func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error) {
 	var files []file
 	visited := map[string]bool{}
 	var walk func(abs, rel string, rules []ignoreRule) error
@@ -340,7 +347,7 @@ func (f *fsys) loadDir(dir string) ([]file, error) {
 				}
 				continue
 			}
-			if e.name == ".fleetignore" || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) {
+			if e.name == ".fleetignore" || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) || exclude[r] {
 				continue
 			}
 			if ignored(rules, r, false) {

@@ -3,6 +3,7 @@ package bundlereader
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -215,7 +216,12 @@ type bundleInput struct {
 	fs        *fsys
 	dir       string
 	fleetYAML []byte
-	opts      *Options
+	// options is the driven scan's options file, relative to dir and "/"
+	// separated; empty means dir's fleet.yaml, if any. exclude holds it and
+	// every other options file the scan names for dir: none is a resource.
+	options string
+	exclude map[string]bool
+	opts    *Options
 }
 
 // readBundle builds the Bundle of one directory.
@@ -223,7 +229,18 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 	rel := in.fs.rel(in.dir)
 	data := in.fleetYAML
 	yamlName := "fleet.yaml"
-	if data == nil {
+	switch {
+	case data != nil:
+	case in.options != "":
+		yamlName = in.options
+		var err error
+		if data, err = in.fs.readFile(filepath.Join(in.dir, filepath.FromSlash(in.options))); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("options file %s does not exist", path.Join(rel, in.options))
+			}
+			return nil, err
+		}
+	default:
 		if p := fleetYAMLPath(in.dir); p != "" {
 			yamlName = filepath.Base(p)
 			var err error
@@ -241,7 +258,7 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 	if err != nil {
 		return nil, &ParseError{Path: path.Join(rel, yamlName), Err: err}
 	}
-	files, err := in.fs.loadDir(in.dir)
+	files, err := in.fs.loadBundleDir(in.dir, in.exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +330,9 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 		bundleName = in.name
 		if rel != "." {
 			bundleName = path.Join(in.name, rel)
+		}
+		if in.options != "" {
+			bundleName = path.Join(bundleName, strings.TrimSuffix(in.options, path.Ext(in.options)))
 		}
 	}
 	b := &fleet.Bundle{

@@ -49,6 +49,11 @@ type ApplyFlags struct {
 	HelmBasicHTTP       bool
 	HelmInsecureSkipTLS bool
 	MaxBundleSize       int64
+
+	// DrivenScan reads each PATH as one bundle directory, optionally
+	// followed by DrivenScanSep and an options file (Fleet's driven scan).
+	DrivenScan    bool
+	DrivenScanSep string
 }
 
 func newApplyCmd(g *Globals) *cobra.Command {
@@ -59,7 +64,11 @@ func newApplyCmd(g *Globals) *cobra.Command {
 		Long: `apply builds one Bundle for every directory with a fleet.yaml (and for PATH itself when it holds
 manifests), named NAME-<path>, and creates or updates them in the namespace given by -n.
 With -o - the bundles are printed as YAML instead. Bundles labelled with the same
-fleet.cattle.io/repo-name that are no longer produced are deleted.`,
+fleet.cattle.io/repo-name that are no longer produced are deleted.
+
+With --driven-scan nothing is discovered: each PATH is one bundle directory, written
+DIR or DIR:OPTIONS where OPTIONS is a fleet.yaml-like file relative to DIR (fleet.yaml
+when omitted), and the bundle is named NAME-<dir>[-<options without extension>].`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return RunApply(cmd.Context(), g, f, args[0], args[1:], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -89,6 +98,8 @@ fleet.cattle.io/repo-name that are no longer produced are deleted.`,
 	fl.BoolVar(&f.HelmBasicHTTP, "helm-basic-http", false, "use plain HTTP for OCI registries")
 	fl.BoolVar(&f.HelmInsecureSkipTLS, "helm-insecure-skip-tls", false, "do not verify Helm repositories' TLS certificates")
 	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default 3 MiB)")
+	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
+	fl.StringVar(&f.DrivenScanSep, "driven-scan-sep", ":", "separator between a --driven-scan directory and its options file")
 	return cmd
 }
 
@@ -221,11 +232,19 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	if f.FleetFile != "" && len(paths) > 1 {
 		return fmt.Errorf("-f applies to a single PATH, got %d", len(paths))
 	}
+	if f.FleetFile != "" && f.DrivenScan {
+		return fmt.Errorf("-f and --driven-scan exclude each other: name the options file as DIR%sFILE", f.DrivenScanSep)
+	}
 	opts, err := f.ReadOptions(g.Namespace, stdin, stderr)
 	if err != nil {
 		return err
 	}
-	bundles, err := ReadPaths(ctx, name, paths, opts)
+	var bundles []*fleet.Bundle
+	if f.DrivenScan {
+		bundles, err = ReadDriven(ctx, name, paths, f.DrivenScanSep, opts)
+	} else {
+		bundles, err = ReadPaths(ctx, name, paths, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -280,6 +299,39 @@ func ReadPaths(ctx context.Context, name string, paths []string, opts bundleread
 		all = append(all, bs...)
 	}
 	return all, nil
+}
+
+// ReadDriven reads each of paths, DIR or DIR<sep>OPTIONS relative to the
+// working directory, as one bundle (bundlereader.ReadDriven).
+func ReadDriven(ctx context.Context, name string, paths []string, sep string, opts bundlereader.Options) ([]*fleet.Bundle, error) {
+	if sep == "" {
+		return nil, fmt.Errorf("--driven-scan-sep must not be empty")
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]fleet.BundlePath, 0, len(paths))
+	for _, p := range paths {
+		parts := strings.Split(p, sep)
+		if len(parts) > 2 {
+			return nil, fmt.Errorf("driven scan path %q: more than one %q; set another --driven-scan-sep", p, sep)
+		}
+		abs, err := filepath.Abs(parts[0])
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(cwd, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, fmt.Errorf("driven scan path %q is outside the working directory", parts[0])
+		}
+		e := fleet.BundlePath{Base: filepath.ToSlash(rel)}
+		if len(parts) == 2 {
+			e.Options = parts[1]
+		}
+		entries = append(entries, e)
+	}
+	return bundlereader.ReadDriven(ctx, name, cwd, entries, opts)
 }
 
 // BundlesYAML prints bundles as a YAML stream, in the given (sorted) order.

@@ -58,6 +58,9 @@ func TestApplyGolden(t *testing.T) {
 			"--targets-file", targets, "--paused", "--target-namespace", "tns", "-a", "sa", "--keep-resources",
 			"--delete-namespace", "--correct-drift-force", "--commit", "abc123", "--sync-generation", "7", "-n", "workspace"}},
 		{name: "compress", args: []string{"test", "simple/nested", "-c"}},
+		// One bundle per PATH, nothing discovered below it (simple/nested
+		// stays out), and an options file named after the separator.
+		{name: "driven", args: []string{"test", "--driven-scan", "simple", "kustomize#fleet.yaml", "--driven-scan-sep", "#"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +104,10 @@ func TestApplyBadInput(t *testing.T) {
 		{name: "bad targets file", args: []string{"test", "simple", "--targets-file", "nope.yaml"}, want: "--targets-file"},
 		{name: "invalid fleet.yaml", args: []string{"test", "simple/sub", "-f", "-"}, want: "simple/sub/fleet.yaml: invalid YAML"},
 		{name: "-f with two paths", args: []string{"test", "simple", "kustomize", "-f", "-"}, want: "-f applies to a single PATH"},
+		{name: "driven scan with -f", args: []string{"test", "simple", "--driven-scan", "-f", "-"}, want: "-f and --driven-scan exclude each other"},
+		{name: "driven scan, two separators", args: []string{"test", "--driven-scan", "simple:a.yaml:b.yaml"}, want: "more than one \":\""},
+		{name: "driven scan outside", args: []string{"test", "--driven-scan", "../x"}, want: "outside the working directory"},
+		{name: "driven scan, no options file", args: []string{"test", "--driven-scan", "simple:prod.yaml"}, want: "options file simple/prod.yaml does not exist"},
 		{name: "too big", args: []string{"test", "everykey", "--max-bundle-size", "1000"}, want: `bundle "every-key" is`},
 	}
 	for _, tc := range cases {

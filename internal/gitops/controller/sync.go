@@ -147,7 +147,14 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	}
 	opts := readerOptions(repo, fetched, auth, byPath, r.Opts.BundleLimits)
 	opts.Warn = func(msg string) { log.Info("bundle warning", "gitrepo", repo.Name, "warning", msg) }
-	bundles, err := bundlereader.Read(ctx, repo.Name, filepath.Join(dir, "source"), repo.Spec.Paths, opts)
+	source := filepath.Join(dir, "source")
+	var bundles []*fleet.Bundle
+	if len(repo.Spec.Bundles) > 0 {
+		// A driven scan: the listed directories replace paths.
+		bundles, err = bundlereader.ReadDriven(ctx, repo.Name, source, repo.Spec.Bundles, opts)
+	} else {
+		bundles, err = bundlereader.Read(ctx, repo.Name, source, repo.Spec.Paths, opts)
+	}
 	if err != nil {
 		return &syncError{reason: ReasonBuildFailed, stalled: true, err: fmt.Errorf("commit %s: %w", short(fetched), err)}
 	}
