@@ -13,6 +13,7 @@ const (
 	LabelPrefix = "fleet.cattle.io/"
 
 	RepoLabel                = "fleet.cattle.io/repo-name"
+	HelmOpLabel              = "fleet.cattle.io/fleet-helm-name"
 	CommitLabel              = "fleet.cattle.io/commit"
 	BundleLabel              = "fleet.cattle.io/bundle-name"
 	BundleNamespaceLabel     = "fleet.cattle.io/bundle-namespace"
@@ -66,6 +67,7 @@ const (
 	ConditionStalled     = "Stalled"
 	ConditionAccepted    = "Accepted"
 	ConditionGitPolling  = "GitPolling"
+	ConditionPolled      = "Polled"
 	ConditionInstalled   = "Installed"
 	ConditionDeployed    = "Deployed"
 	ConditionMonitored   = "Monitored"
@@ -283,7 +285,7 @@ type StatusDisplay struct {
 	Error bool `json:"error,omitempty"`
 }
 
-// StatusBase is shared by the status of GitRepo (and later HelmOp).
+// StatusBase is shared by the status of GitRepo and HelmOp.
 type StatusBase struct {
 	// ReadyClusters is the lowest number of ready clusters over all bundles.
 	// +optional

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,20 @@ type HelmAuth struct {
 	InsecureSkipTLS    bool
 	// BasicHTTP talks plain HTTP to OCI registries.
 	BasicHTTP bool
+}
+
+// HelmAuthFromSecret reads chart repository credentials from the data of a
+// Secret with Fleet's keys: username, password, cacerts (PEM),
+// insecureSkipVerify and basicHTTP ("true" or "false").
+func HelmAuthFromSecret(data map[string][]byte) HelmAuth {
+	a := HelmAuth{
+		Username: string(data["username"]),
+		Password: string(data["password"]),
+		CABundle: data["cacerts"],
+	}
+	a.InsecureSkipTLS, _ = strconv.ParseBool(string(data["insecureSkipVerify"]))
+	a.BasicHTTP, _ = strconv.ParseBool(string(data["basicHTTP"]))
+	return a
 }
 
 // Limits bound what a repository may make the reader do. Zero fields take

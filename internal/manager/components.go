@@ -7,5 +7,6 @@ var components = []Component{
 	{Name: "targeting", Setup: setupTargeting},
 	{Name: "cluster-status", Setup: setupClusterStatus, Unsharded: true},
 	{Name: "gitops", Setup: setupGitOps},
+	{Name: "helmop", Setup: setupHelmOp},
 	{Name: "operations", Setup: setupOperations},
 }

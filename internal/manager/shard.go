@@ -26,7 +26,7 @@ func ShardSelector(id string) labels.Selector {
 }
 
 // shardCache limits what this replica's informers hold, so that a shard
-// neither sees nor reconciles another shard's GitRepos and Bundles (and
+// neither sees nor reconciles another shard's GitRepos, HelmOps and Bundles (and
 // pays memory only for its own). Bundles and BundleDeployments carry their
 // GitRepo's (and Bundle's) labels, hence the shard label.
 //
@@ -37,6 +37,7 @@ func shardCache(id string) cache.Options {
 	sel := ShardSelector(id)
 	by := map[client.Object]cache.ByObject{
 		&fleet.GitRepo{}: {Label: sel},
+		&fleet.HelmOp{}:  {Label: sel},
 		&fleet.Bundle{}:  {Label: sel},
 		// The only ClusterRoles the manager reads are the per-cluster
 		// Content roles; a management cluster may hold thousands of others.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,15 +20,9 @@ import (
 // Secret of this name exists in the GitRepo's namespace (as in Fleet).
 const DefaultClientSecretName = "gitcredential"
 
-// Helm secret keys (Fleet's names).
-const (
-	helmKeyUsername    = "username"
-	helmKeyPassword    = "password"
-	helmKeyCACerts     = "cacerts"
-	helmKeyInsecure    = "insecureSkipVerify"
-	helmKeyBasicHTTP   = "basicHTTP"
-	helmKeyPathsSecret = "secrets-path.yaml"
-)
+// helmKeyPathsSecret is the key of the helmSecretNameForPaths Secret
+// (Fleet's name).
+const helmKeyPathsSecret = "secrets-path.yaml"
 
 // inputError is bad user input (a missing or malformed Secret): retrying
 // without a change will not help, so the GitRepo is marked Stalled.
@@ -90,11 +83,7 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo) (bundle
 		if err != nil {
 			return auth, nil, fmt.Errorf("reading helm secret: %w", err)
 		}
-		auth.Username = string(s.Data[helmKeyUsername])
-		auth.Password = string(s.Data[helmKeyPassword])
-		auth.CABundle = s.Data[helmKeyCACerts]
-		auth.InsecureSkipTLS, _ = strconv.ParseBool(string(s.Data[helmKeyInsecure]))
-		auth.BasicHTTP, _ = strconv.ParseBool(string(s.Data[helmKeyBasicHTTP]))
+		auth = bundlereader.HelmAuthFromSecret(s.Data)
 	}
 	if len(auth.CABundle) == 0 {
 		auth.CABundle = repo.Spec.CABundle

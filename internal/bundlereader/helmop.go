@@ -1,0 +1,71 @@
+package bundlereader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// ReadHelmOp builds the Bundle of a HelmOp: spec is a Bundle spec whose
+// helm options name a chart in a repository (helm.repo and helm.chart, an
+// oci:// chart, an http(s) URL of a .tgz or a git:: source). The chart is
+// downloaded and stored as the bundle's resources exactly as for a
+// fleet.yaml, so agents never need to reach the repository, and
+// spec.helm.version of the result is the version that was resolved. The
+// bundle is named after name (names.HelmReleaseName).
+func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts Options) (*fleet.Bundle, error) {
+	h := spec.Helm
+	if h == nil || h.Chart == "" {
+		return nil, specError("spec.helm.chart is required: name the chart to deploy")
+	}
+	if h.Repo == "" && !remoteChart(h.Chart) {
+		return nil, specError(fmt.Sprintf("spec.helm.chart %q: a HelmOp needs a chart from a repository: set spec.helm.repo, or use an oci://, http(s):// or git:: chart", h.Chart))
+	}
+	if len(h.ValuesFiles) > 0 {
+		return nil, specError("spec.helm.valuesFiles: a HelmOp has no files to read values from; use spec.helm.values or valuesFrom")
+	}
+	s := spec.DeepCopy()
+	s.Resources, s.ContentsID = nil, ""
+	data, err := json.Marshal(FleetYAML{BundleSpec: *s})
+	if err != nil {
+		return nil, err
+	}
+	// An empty root: there is nothing to read but the chart.
+	dir, err := os.MkdirTemp("", "fleet-helmop-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	// readBundle takes restrictions from the options (a GitRepo's targets),
+	// never from a fleet.yaml; a HelmOp's own are in its spec.
+	opts.TargetRestrictions = append(append([]fleet.BundleTargetRestriction(nil), opts.TargetRestrictions...), s.TargetRestrictions...)
+	opts.Limits = opts.Limits.withDefaults()
+	fs, err := newFS(dir, opts.Limits)
+	if err != nil {
+		return nil, err
+	}
+	return readBundle(ctx, bundleInput{name: name, fs: fs, dir: fs.root, fleetYAML: data, opts: &opts})
+}
+
+// ErrInvalidSpec matches the errors of ReadHelmOp that no retry can fix:
+// the spec itself has to change.
+var ErrInvalidSpec = errors.New("invalid HelmOp spec")
+
+type specError string
+
+func (e specError) Error() string        { return string(e) }
+func (e specError) Is(target error) bool { return target == ErrInvalidSpec }
+
+func remoteChart(chart string) bool {
+	for _, p := range []string{"oci://", "http://", "https://", "git::"} {
+		if strings.HasPrefix(chart, p) {
+			return true
+		}
+	}
+	return false
+}

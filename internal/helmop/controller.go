@@ -1,0 +1,341 @@
+// Package helmop is the HelmOp reconciler: it turns a HelmOp (a Bundle
+// spec naming a chart in a Helm or OCI repository) into one Bundle whose
+// contents are the downloaded chart, re-resolves the chart version on an
+// interval when the version is a range, and reports the Bundle's roll-up
+// on the HelmOp status. A failed download or a bad spec leaves the last
+// good Bundle, and what it deployed, in place.
+package helmop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
+	"github.com/fleetgo/fleet/internal/bundlereader"
+)
+
+// Finalizer makes deleting a HelmOp delete its Bundle first.
+const Finalizer = "fleet.cattle.io/helmop-finalizer"
+
+// Options configure the HelmOp controller.
+type Options struct {
+	// Workers is the number of concurrent reconciles (default 4).
+	Workers int
+	// BundleLimits bound what a chart may hold.
+	BundleLimits bundlereader.Limits
+	// MinPollingInterval is the shortest polling interval honoured
+	// (default 10s), so a typo cannot hammer a chart repository.
+	MinPollingInterval time.Duration
+	// MaxRetryInterval caps the backoff after failed builds (default 5m).
+	MaxRetryInterval time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.MinPollingInterval <= 0 {
+		o.MinPollingInterval = 10 * time.Second
+	}
+	if o.MaxRetryInterval <= 0 {
+		o.MaxRetryInterval = 5 * time.Minute
+	}
+}
+
+// Reconciler reconciles HelmOps.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets without caching every Secret of the cluster.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Opts      Options
+
+	mu sync.Mutex
+	// state is the outcome of the last build per HelmOp, kept between
+	// reconciles caused by Bundle status changes, which only refresh the
+	// status. A restart forgets it and builds each HelmOp once.
+	state map[types.NamespacedName]*buildState
+}
+
+// buildState is what the last build of one HelmOp did.
+type buildState struct {
+	generation int64     // the spec generation built (or tried)
+	err        error     // nil after a success
+	failures   int       // consecutive failures, for the backoff
+	next       time.Time // when to build again; zero: only on a spec change
+	polled     time.Time // when the version was last resolved
+	version    string    // the version resolved then
+}
+
+// Setup registers the reconciler with mgr.
+func Setup(_ context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	opts.defaults()
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("fleet-helmop"),
+		Opts:      opts,
+		state:     map[types.NamespacedName]*buildState{},
+	}
+	return r, ctrl.NewControllerManagedBy(mgr).
+		Named("helmop").
+		For(&fleet.HelmOp{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{},
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }},
+		))).
+		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(bundleToHelmOp)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
+}
+
+func bundleToHelmOp(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[fleet.HelmOpLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// Reconcile runs: fetch → deletion → finalizer → build when due → status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	op := &fleet.HelmOp{}
+	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !op.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, op)
+	}
+	if !controllerutil.ContainsFinalizer(op, Finalizer) {
+		base := op.DeepCopy()
+		controllerutil.AddFinalizer(op, Finalizer)
+		if err := r.Client.Patch(ctx, op, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	bundle, err := r.currentBundle(ctx, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := r.stateOf(req.NamespacedName)
+	now := time.Now()
+	if st.generation != op.Generation || bundle == nil || (!st.next.IsZero() && !now.Before(st.next)) {
+		r.build(ctx, op, st, now)
+		if bundle, err = r.currentBundle(ctx, op); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	read := op.DeepCopy()
+	computeStatus(&op.Status, op.Generation, outcome{
+		Err:     st.err,
+		Input:   isInputError(st.err),
+		Polled:  st.polled,
+		Version: st.version,
+		Polling: pollingInterval(op, r.Opts.MinPollingInterval) > 0,
+		Built:   st.err == nil && st.generation == op.Generation,
+	}, bundle)
+	if !equalStatus(read.Status, op.Status) {
+		if err := r.Client.Status().Patch(ctx, op, client.MergeFrom(read)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	var requeue time.Duration
+	if !st.next.IsZero() {
+		requeue = max(time.Until(st.next), time.Second)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// build resolves and downloads the chart, writes the Bundle, and records
+// the outcome and the next build time in st. Nothing is written when the
+// build fails, so the deployed Bundle stays as it was.
+func (r *Reconciler) build(ctx context.Context, op *fleet.HelmOp, st *buildState, now time.Time) {
+	log := ctrl.LoggerFrom(ctx)
+	prevErr, prevVersion := st.err, st.version
+	st.generation = op.Generation
+	version, err := r.buildBundle(ctx, op)
+	if err != nil {
+		st.err = err
+		st.failures++
+		st.next = now.Add(backoff(st.failures, r.Opts.MaxRetryInterval))
+		if prevErr == nil || prevErr.Error() != err.Error() {
+			r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, "BuildFailed", "Build", "%s", err.Error())
+		}
+		log.Info("helmop build failed", "helmop", client.ObjectKeyFromObject(op), "error", err.Error())
+		return
+	}
+	st.err, st.failures, st.polled, st.version = nil, 0, now, version
+	st.next = time.Time{}
+	if iv := pollingInterval(op, r.Opts.MinPollingInterval); iv > 0 {
+		st.next = now.Add(jitter(iv))
+	}
+	if version != prevVersion {
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "ChartVersion", "Build", "deploying chart version %s", version)
+	} else if prevErr != nil {
+		r.Recorder.Eventf(op, nil, corev1.EventTypeNormal, "Recovered", "Build", "chart version %s built again", version)
+	}
+}
+
+// buildBundle is one build: credentials, chart, Bundle write. It returns
+// the chart version the Bundle now deploys.
+func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string, error) {
+	var auth bundlereader.HelmAuth
+	if name := op.Spec.HelmSecretName; name != "" {
+		s := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: op.Namespace, Name: name}, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", &inputError{fmt.Errorf("helm secret %q not found", name)}
+			}
+			return "", fmt.Errorf("reading helm secret: %w", err)
+		}
+		auth = bundlereader.HelmAuthFromSecret(s.Data)
+	}
+	auth.InsecureSkipTLS = auth.InsecureSkipTLS || op.Spec.InsecureSkipTLSverify
+	b, err := bundlereader.ReadHelmOp(ctx, op.Name, &op.Spec.BundleSpec, bundlereader.Options{
+		Namespace: op.Namespace,
+		Labels:    bundleLabels(op),
+		Auth:      auth,
+		Limits:    r.Opts.BundleLimits,
+	})
+	if err != nil {
+		var parse *bundlereader.ParseError
+		if errors.As(err, &parse) || errors.Is(err, bundlereader.ErrInvalidSpec) || errors.Is(err, bundlereader.ErrLimit) {
+			return "", &inputError{err}
+		}
+		return "", err
+	}
+	if _, err := apply.ApplyWithResult(ctx, r.Client, []*fleet.Bundle{b}, apply.Options{
+		Namespace:     op.Namespace,
+		PruneSelector: map[string]string{fleet.HelmOpLabel: op.Name},
+	}); err != nil {
+		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
+	}
+	return b.Spec.Helm.Version, nil
+}
+
+// bundleLabels are the HelmOp's own labels (the shard label among them),
+// spec.labels and the HelmOp label the Bundle is found by.
+func bundleLabels(op *fleet.HelmOp) map[string]string {
+	l := maps.Clone(op.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, op.Spec.Labels)
+	l[fleet.HelmOpLabel] = op.Name
+	return l
+}
+
+// currentBundle reads the HelmOp's Bundle from the cache; nil when none.
+func (r *Reconciler) currentBundle(ctx context.Context, op *fleet.HelmOp) (*fleet.Bundle, error) {
+	var list fleet.BundleList
+	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabels{fleet.HelmOpLabel: op.Name}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
+
+// finalize deletes the HelmOp's Bundle (the targeting controller then
+// removes its deployments, unless keepResources) and drops the finalizer.
+func (r *Reconciler) finalize(ctx context.Context, op *fleet.HelmOp) error {
+	if !controllerutil.ContainsFinalizer(op, Finalizer) {
+		return nil
+	}
+	if err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(op.Namespace),
+		client.MatchingLabels{fleet.HelmOpLabel: op.Name}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	base := op.DeepCopy()
+	controllerutil.RemoveFinalizer(op, Finalizer)
+	if err := r.Client.Patch(ctx, op, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	r.forget(client.ObjectKeyFromObject(op))
+	return nil
+}
+
+func (r *Reconciler) stateOf(key types.NamespacedName) *buildState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.state[key]
+	if st == nil {
+		st = &buildState{}
+		r.state[key] = st
+	}
+	return st
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.state, key)
+}
+
+// inputError is a spec or Secret that cannot work as it stands; the HelmOp
+// is not Accepted until it changes (builds are still retried, slowly, in
+// case a missing Secret appears).
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func isInputError(err error) bool {
+	var ie *inputError
+	return errors.As(err, &ie)
+}
+
+// backoff is the wait after the n-th consecutive failure: 5s doubling up
+// to limit, with jitter.
+func backoff(n int, limit time.Duration) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return jitter(min(d, limit))
+}
+
+// jitter spreads d by up to +10%, so HelmOps created together do not poll
+// their repositories in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+func equalStatus(a, b fleet.HelmOpStatus) bool {
+	return a.ObservedGeneration == b.ObservedGeneration && a.Version == b.Version &&
+		equalTime(a.LastPollingTime, b.LastPollingTime) && equalJSON(a.StatusBase, b.StatusBase)
+}
+
+func equalTime(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
+}

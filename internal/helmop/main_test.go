@@ -1,0 +1,106 @@
+package helmop_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/helmop"
+	"github.com/fleetgo/fleet/internal/testenv"
+)
+
+// The manager cluster shared by every test of this package, with the real
+// HelmOp controller and the targeting Bundle controller (which fills the
+// Bundles' status) running in-process.
+var env *testenv.Cluster
+
+const timeout = 60 * time.Second
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	var err error
+	env, err = testenv.Start(testenv.Options{Name: "helmop"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := helmop.Setup(ctx, mgr, helmop.Options{MinPollingInterval: time.Second, MaxRetryInterval: 2 * time.Second}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	code := m.Run()
+	cancel()
+	wg.Wait()
+	return code
+}
+
+func newNamespace(t testing.TB, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func getOp(t testing.TB, ns, name string) *fleet.HelmOp {
+	t.Helper()
+	op := &fleet.HelmOp{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, op); err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// bundleOf returns the HelmOp's Bundle, or nil.
+func bundleOf(t testing.TB, ns, name string) *fleet.Bundle {
+	t.Helper()
+	var list fleet.BundleList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{fleet.HelmOpLabel: name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) == 0 {
+		return nil
+	}
+	if len(list.Items) > 1 {
+		t.Fatalf("HelmOp %s has %d bundles", name, len(list.Items))
+	}
+	return &list.Items[0]
+}
+
+func condition(op *fleet.HelmOp, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(op.Status.Conditions, typ)
+}

@@ -1,0 +1,155 @@
+package helmop
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/summary"
+)
+
+// Condition reasons set by this controller.
+const (
+	ReasonAccepted       = "Accepted"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonPolled         = "Polled"
+	ReasonPollingOff     = "PollingDisabled"
+	ReasonBuildFailed    = "BuildFailed"
+	ReasonBuilt          = "Built"
+	ReasonWaitingBundle  = "WaitingForBundle"
+	ReasonBundleNotReady = "BundleNotReady"
+	ReasonBundleReady    = "BundleReady"
+)
+
+// outcome is what the controller knows of the last build; computeStatus
+// turns it and the Bundle into the status without any I/O.
+type outcome struct {
+	// Err is the last build's error (nil after a success); Input says
+	// the spec or a Secret has to change before a build can work.
+	Err   error
+	Input bool
+	// Polled is when the chart version was last resolved, Version what
+	// it resolved to (zero and empty before the first success).
+	Polled  time.Time
+	Version string
+	// Polling says the version is re-resolved on an interval.
+	Polling bool
+	// Built says the current generation was built successfully.
+	Built bool
+}
+
+// computeStatus sets every status field this controller owns. Ready is True
+// only when the last build worked and the Bundle is ready on all its
+// clusters, so a failing download is never hidden behind healthy old
+// deployments.
+func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet.Bundle) {
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation,
+		})
+	}
+	if o.Built {
+		st.ObservedGeneration = generation
+	}
+	if o.Version != "" {
+		st.Version = o.Version
+	}
+	if !o.Polled.IsZero() {
+		t := metav1.NewTime(o.Polled.Truncate(time.Second))
+		st.LastPollingTime = &t
+	}
+
+	if o.Err != nil && o.Input {
+		set(fleet.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec, o.Err.Error())
+	} else {
+		set(fleet.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, "")
+	}
+	switch {
+	case o.Err != nil:
+		set(fleet.ConditionPolled, metav1.ConditionFalse, ReasonBuildFailed, o.Err.Error())
+	case o.Polling:
+		set(fleet.ConditionPolled, metav1.ConditionTrue, ReasonPolled, "")
+	default:
+		set(fleet.ConditionPolled, metav1.ConditionFalse, ReasonPollingOff, "the chart version is exact or polling is off")
+	}
+
+	var bs fleet.BundleSummary
+	waiting := b == nil || b.Status.ObservedGeneration != b.Generation
+	if b != nil {
+		bs = b.Status.Summary
+	}
+	st.Summary = bs
+	st.ReadyClusters, st.DesiredReadyClusters = bs.Ready, bs.DesiredReady
+	st.Display.ReadyBundleDeployments = summary.ReadyCount(bs)
+
+	switch {
+	case o.Err != nil && o.Input:
+		set(fleet.ConditionStalled, metav1.ConditionTrue, ReasonInvalidSpec, o.Err.Error())
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, ReasonInvalidSpec, "")
+	case o.Err != nil:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonBuildFailed, "")
+		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonBuildFailed, "retrying: "+o.Err.Error())
+	case waiting:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonBuilt, "")
+		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonWaitingBundle, "waiting for the bundle to be processed")
+	default:
+		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonBuilt, "")
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, ReasonBuilt, "")
+	}
+
+	readyMsg := summary.ReadyMessage(bs, "Bundle")
+	switch {
+	case o.Err != nil:
+		reason := ReasonBuildFailed
+		if o.Input {
+			reason = ReasonInvalidSpec
+		}
+		set(fleet.ConditionReady, metav1.ConditionFalse, reason, o.Err.Error())
+		st.Display.State, st.Display.Message, st.Display.Error = "Error", o.Err.Error(), true
+	case waiting:
+		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonWaitingBundle, "waiting for the bundle to be processed")
+		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.WaitApplied), "waiting for the bundle to be processed", false
+	case !summary.IsReady(bs):
+		if readyMsg == "" {
+			readyMsg = fmt.Sprintf("%s ready", summary.ReadyCount(bs))
+		}
+		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonBundleNotReady, readyMsg)
+		st.Display.State, st.Display.Message, st.Display.Error = string(summary.WorstState(bs)), readyMsg, false
+	default:
+		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundleReady, "")
+		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), "", false
+	}
+}
+
+// pollingInterval is how often op's chart version is re-resolved, or 0:
+// only with a pollingInterval, and only when the version can move (a
+// range, "*" or empty, not an exact version) and the chart is not a
+// fixed .tgz URL. The interval is at least floor.
+func pollingInterval(op *fleet.HelmOp, floor time.Duration) time.Duration {
+	iv := op.Spec.PollingInterval
+	h := op.Spec.Helm
+	if iv == nil || iv.Duration <= 0 || h == nil {
+		return 0
+	}
+	if _, err := semver.StrictNewVersion(h.Version); err == nil {
+		return 0
+	}
+	if strings.HasSuffix(h.Chart, ".tgz") {
+		return 0
+	}
+	return max(iv.Duration, floor)
+}
+
+// equalJSON compares two status parts by their serialized form, which is
+// what a status patch would change.
+func equalJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
