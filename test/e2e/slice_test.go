@@ -127,6 +127,10 @@ func TestVerticalSlice(t *testing.T) {
 	// nothing but its namespaced Role (see contentAPIAccess).
 	t.Run("content API access", func(t *testing.T) { contentAPIAccess(t, ctx, cluster) })
 
+	// 9. A HelmOp deploys a chart from a chart repository that only the
+	// manager can reach, and a newer release in its range follows.
+	t.Run("HelmOp", func(t *testing.T) { helmOpDeploys(t, ctx, ws) })
+
 	cancel()
 	select {
 	case <-agentDone:
