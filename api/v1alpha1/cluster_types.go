@@ -94,6 +94,12 @@ type ClusterStatus struct {
 	ReadyGitRepos int `json:"readyGitRepos"`
 	// +optional
 	DesiredReadyGitRepos int `json:"desiredReadyGitRepos"`
+	// ReadyHelmOps counts the HelmOps deployed here whose deployment is
+	// ready, of DesiredReadyHelmOps.
+	// +optional
+	ReadyHelmOps int `json:"readyHelmOps"`
+	// +optional
+	DesiredReadyHelmOps int `json:"desiredReadyHelmOps"`
 	// +optional
 	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
 	// +optional

@@ -65,6 +65,8 @@ type OwnedStatus struct {
 	State                string
 	ReadyGitRepos        int
 	DesiredReadyGitRepos int
+	ReadyHelmOps         int
+	DesiredReadyHelmOps  int
 	Ready                metav1.Condition
 	Offline              metav1.Condition
 }
@@ -72,8 +74,20 @@ type OwnedStatus struct {
 // ComputeClusterStatus summarises a cluster's BundleDeployments. Pure.
 func ComputeClusterStatus(c *fleet.Cluster, bds []fleet.BundleDeployment, live Liveness) OwnedStatus {
 	var out OwnedStatus
-	type repo struct{ ready, total int }
-	repos := map[string]*repo{}
+	// Origins (GitRepos, HelmOps) are counted ready here when all their
+	// deployments on this cluster are.
+	type origin struct{ ready, total int }
+	count := func(m map[string]*origin, bd *fleet.BundleDeployment, name string, ready bool) {
+		k := bd.Labels[fleet.BundleNamespaceLabel] + "/" + name
+		if m[k] == nil {
+			m[k] = &origin{}
+		}
+		m[k].total++
+		if ready {
+			m[k].ready++
+		}
+	}
+	repos, helmOps := map[string]*origin{}, map[string]*origin{}
 	sort.Slice(bds, func(i, j int) bool { return bds[i].Name < bds[j].Name })
 	for i := range bds {
 		bd := &bds[i]
@@ -85,20 +99,22 @@ func ComputeClusterStatus(c *fleet.Cluster, bds []fleet.BundleDeployment, live L
 		summary.Increment(&out.Summary, name, state, bd)
 		out.ResourceCounts.Add(bd.Status.ResourceCounts)
 		if rn := bd.Labels[fleet.RepoLabel]; rn != "" {
-			k := bd.Labels[fleet.BundleNamespaceLabel] + "/" + rn
-			if repos[k] == nil {
-				repos[k] = &repo{}
-			}
-			repos[k].total++
-			if state == fleet.Ready {
-				repos[k].ready++
-			}
+			count(repos, bd, rn, state == fleet.Ready)
+		}
+		if hn := bd.Labels[fleet.HelmOpLabel]; hn != "" {
+			count(helmOps, bd, hn, state == fleet.Ready)
 		}
 	}
 	for _, r := range repos {
 		out.DesiredReadyGitRepos++
 		if r.ready == r.total {
 			out.ReadyGitRepos++
+		}
+	}
+	for _, h := range helmOps {
+		out.DesiredReadyHelmOps++
+		if h.ready == h.total {
+			out.ReadyHelmOps++
 		}
 	}
 	out.ReadyBundles = summary.ReadyCount(out.Summary)
@@ -130,6 +146,8 @@ func (o OwnedStatus) Apply(st *fleet.ClusterStatus) {
 	st.Display.State = o.State
 	st.ReadyGitRepos = o.ReadyGitRepos
 	st.DesiredReadyGitRepos = o.DesiredReadyGitRepos
+	st.ReadyHelmOps = o.ReadyHelmOps
+	st.DesiredReadyHelmOps = o.DesiredReadyHelmOps
 	meta.SetStatusCondition(&st.Conditions, o.Ready)
 	meta.SetStatusCondition(&st.Conditions, o.Offline)
 }

@@ -56,6 +56,7 @@ func TestComputeClusterStatus(t *testing.T) {
 		bd("c", "r2", true, fleet.ResourceCounts{Ready: 1, DesiredReady: 1}),
 		bd("d", "", true, fleet.ResourceCounts{}),
 	}
+	bds[3].Labels[fleet.HelmOpLabel] = "h1"
 	cases := []struct {
 		name      string
 		live      Liveness
@@ -64,10 +65,11 @@ func TestComputeClusterStatus(t *testing.T) {
 		condReady metav1.ConditionStatus
 		offline   metav1.ConditionStatus
 		gitrepos  string
+		helmops   string
 	}{
-		{"online", Liveness{NextCheck: time.Minute}, "NotReady", "3/4", metav1.ConditionFalse, metav1.ConditionFalse, "1/2"},
-		{"offline", Liveness{Offline: true}, "Offline", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2"},
-		{"never checked in", Liveness{Offline: true, NeverSeen: true}, "WaitCheckIn", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2"},
+		{"online", Liveness{NextCheck: time.Minute}, "NotReady", "3/4", metav1.ConditionFalse, metav1.ConditionFalse, "1/2", "1/1"},
+		{"offline", Liveness{Offline: true}, "Offline", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2", "0/1"},
+		{"never checked in", Liveness{Offline: true, NeverSeen: true}, "WaitCheckIn", "0/4", metav1.ConditionFalse, metav1.ConditionTrue, "0/2", "0/1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,6 +77,9 @@ func TestComputeClusterStatus(t *testing.T) {
 			if got.State != tc.state || got.ReadyBundles != tc.ready || got.Ready.Status != tc.condReady || got.Offline.Status != tc.offline ||
 				fmt.Sprintf("%d/%d", got.ReadyGitRepos, got.DesiredReadyGitRepos) != tc.gitrepos {
 				t.Fatalf("got state %s ready %s cond %s offline %s gitrepos %d/%d", got.State, got.ReadyBundles, got.Ready.Status, got.Offline.Status, got.ReadyGitRepos, got.DesiredReadyGitRepos)
+			}
+			if h := fmt.Sprintf("%d/%d", got.ReadyHelmOps, got.DesiredReadyHelmOps); h != tc.helmops {
+				t.Fatalf("helmops %s, want %s", h, tc.helmops)
 			}
 			if got.ResourceCounts.Ready != 3 || got.ResourceCounts.DesiredReady != 4 {
 				t.Fatalf("resource counts %+v", got.ResourceCounts)
