@@ -28,9 +28,9 @@ func newStatusCmd(g *Globals) *cobra.Command {
 	f := &statusFlags{}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show GitRepos, their Bundles on every Cluster, and what is not Ready",
+		Short: "Show GitRepos and HelmOps, their Bundles on every Cluster, and what is not Ready",
 		Long: `status shows the fleet as seen from the manager cluster: the registered clusters with the
-time each agent last checked in, then for every GitRepo a matrix of its bundles (rows) on the
+time each agent last checked in, then for every GitRepo and HelmOp a matrix of its bundles (rows) on the
 clusters (columns) with the state of each deployment (Ready, NotReady, WaitApplied, ErrApplied,
 Modified, OutOfSync, Offline, or "-" when the bundle does not target that cluster), and finally
 the first error of everything that is not Ready.

@@ -1,5 +1,5 @@
 // Package statusview turns the Fleet objects of a manager cluster into the
-// picture `fleet status` shows: every GitRepo with its Bundles as rows and
+// picture `fleet status` shows: every GitRepo and HelmOp with its Bundles as rows and
 // the clusters as columns, the state of each BundleDeployment in the cells,
 // when each cluster last checked in and the first error of anything that is
 // not Ready.
@@ -22,6 +22,7 @@ import (
 // Fleet is the listed state of a manager cluster (or of one workspace).
 type Fleet struct {
 	GitRepos          []fleet.GitRepo
+	HelmOps           []fleet.HelmOp
 	Bundles           []fleet.Bundle
 	BundleDeployments []fleet.BundleDeployment
 	Clusters          []fleet.Cluster
@@ -52,13 +53,17 @@ type ClusterRow struct {
 	Bundles string
 }
 
-// Group is one GitRepo (or the bundles that belong to none) and its matrix.
+// Group is one GitRepo or HelmOp (or the bundles that belong to none) and
+// its matrix.
 type Group struct {
-	// Title is "GitRepo <ns>/<name>" or "Bundles without a GitRepo in <ns>".
+	// Title is "GitRepo <ns>/<name>", "HelmOp <ns>/<name>" or "Bundles
+	// without a GitRepo in <ns>".
 	Title string
 	// Commit is the GitRepo's last deployed commit, shortened.
 	Commit string
-	State  string
+	// Version is the HelmOp's deployed chart version.
+	Version string
+	State   string
 	// Columns are the clusters of the group's namespace, by name.
 	Columns []string
 	Rows    []BundleRow
@@ -177,6 +182,21 @@ func Build(f Fleet) View {
 		v.Groups = append(v.Groups, g)
 		if g.State != string(fleet.Ready) {
 			v.Problems = append(v.Problems, Problem{Object: "gitrepo " + key(&r.ObjectMeta), State: g.State, Message: gitRepoError(r)})
+		}
+	}
+	ops := append([]fleet.HelmOp(nil), f.HelmOps...)
+	sort.Slice(ops, func(i, j int) bool { return key(&ops[i].ObjectMeta) < key(&ops[j].ObjectMeta) })
+	for i := range ops {
+		op := &ops[i]
+		g := Group{Title: "HelmOp " + key(&op.ObjectMeta), Version: op.Status.Version, State: originState(op.Status.StatusBase)}
+		addRows(&g, op.Namespace, func(b *fleet.Bundle) bool { return b.Labels[fleet.HelmOpLabel] == op.Name })
+		v.Groups = append(v.Groups, g)
+		if g.State != string(fleet.Ready) {
+			msg := originError(op.Status.StatusBase, fleet.ConditionPolled)
+			if msg == "" && op.Status.Version == "" {
+				msg = "waiting for the chart to be downloaded"
+			}
+			v.Problems = append(v.Problems, Problem{Object: "helmop " + key(&op.ObjectMeta), State: g.State, Message: msg})
 		}
 	}
 	var loose []string
@@ -312,37 +332,50 @@ func ClusterState(c *fleet.Cluster) string {
 // GitRepoState is "Ready" when the Ready condition is True, "Stalled" or
 // "Error" on bad input or a failing fetch, otherwise its display state or
 // "NotReady".
-func GitRepoState(r *fleet.GitRepo) string {
-	if s := find(r.Status.Conditions, fleet.ConditionStalled); s != nil && s.Status == metav1.ConditionTrue {
+func GitRepoState(r *fleet.GitRepo) string { return originState(r.Status.StatusBase) }
+
+// originState is the state of a GitRepo or HelmOp from its shared status.
+func originState(st fleet.StatusBase) string {
+	if s := find(st.Conditions, fleet.ConditionStalled); s != nil && s.Status == metav1.ConditionTrue {
 		return "Stalled"
 	}
-	if c := find(r.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+	if c := find(st.Conditions, fleet.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
 		return string(fleet.Ready)
 	}
-	if r.Status.Display.Error {
+	if st.Display.Error {
 		return "Error"
 	}
-	if r.Status.Display.State != "" {
-		return r.Status.Display.State
+	if st.Display.State != "" {
+		return st.Display.State
 	}
 	return string(fleet.NotReady)
 }
 
 func gitRepoError(r *fleet.GitRepo) string {
-	for _, t := range []string{fleet.ConditionStalled, fleet.ConditionAccepted, fleet.ConditionGitPolling, fleet.ConditionReady} {
-		c := find(r.Status.Conditions, t)
-		bad := c != nil && c.Message != "" && (c.Status == metav1.ConditionFalse) != (t == fleet.ConditionStalled)
-		if bad {
-			return c.Message
-		}
-	}
-	if r.Status.Display.Message != "" {
-		return r.Status.Display.Message
+	if msg := originError(r.Status.StatusBase, fleet.ConditionGitPolling); msg != "" {
+		return msg
 	}
 	if r.Status.Commit == "" {
 		return "waiting for the first commit to be fetched"
 	}
 	return ""
+}
+
+// originError is the first message of a failing condition of a GitRepo or
+// HelmOp (polling is the kind's own polling condition), or its display
+// message.
+func originError(st fleet.StatusBase, polling string) string {
+	for _, t := range []string{fleet.ConditionStalled, fleet.ConditionAccepted, polling, fleet.ConditionReady} {
+		c := find(st.Conditions, t)
+		bad := c != nil && c.Message != "" && (c.Status == metav1.ConditionFalse) != (t == fleet.ConditionStalled)
+		if t == polling && c != nil && c.Reason == "PollingDisabled" {
+			bad = false // an exact chart version is not polled: not a problem
+		}
+		if bad {
+			return c.Message
+		}
+	}
+	return st.Display.Message
 }
 
 func conditionMessage(conds []metav1.Condition, t string) string {

@@ -46,6 +46,9 @@ func Render(w io.Writer, v View, opts RenderOptions) error {
 		if g.Commit != "" {
 			head += "  commit " + g.Commit
 		}
+		if g.Version != "" {
+			head += "  version " + g.Version
+		}
 		if g.State != "" {
 			head += "  " + p.paint(g.State)
 		}

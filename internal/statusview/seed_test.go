@@ -14,8 +14,9 @@ var seedNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // seed is a small fleet in every interesting state: two clusters (one
 // offline), a GitRepo whose three bundles are Ready, Modified, ErrApplied,
-// NotReady, OutOfSync and not targeted, a stalled GitRepo without bundles and
-// a bundle that belongs to no GitRepo. Each object is returned with its
+// NotReady, OutOfSync and not targeted, a stalled GitRepo without bundles, a
+// HelmOp whose repository went away (its deployment stays Ready) and a bundle
+// that belongs to no GitRepo. Each object is returned with its
 // status, to be written with the status subresource.
 func seed() []client.Object {
 	ws := fleet.DefaultWorkspace
@@ -39,6 +40,9 @@ func seed() []client.Object {
 			l[fleet.RepoLabel] = repo
 		}
 		return &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ws, Labels: l}}
+	}
+	helmOpBundle := func(name string) *fleet.Bundle {
+		return &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ws, Labels: map[string]string{fleet.HelmOpLabel: name}}}
 	}
 	bd := func(bundle, cluster string, st fleet.BundleDeploymentStatus, staged string) *fleet.BundleDeployment {
 		if staged == "" {
@@ -74,6 +78,16 @@ func seed() []client.Object {
 		bundle("examples-helm", "examples"),
 		bundle("examples-kustomize", "examples"),
 		bundle("manual", ""),
+		&fleet.HelmOp{
+			ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: ws},
+			Spec: fleet.HelmOpSpec{BundleSpec: fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+				Helm: &fleet.HelmOptions{Repo: "http://127.0.0.1:1/charts", Chart: "ingress", Version: "^4.0.0"}}}},
+			Status: fleet.HelmOpStatus{Version: "4.1.0", StatusBase: fleet.StatusBase{Conditions: []metav1.Condition{
+				cond(fleet.ConditionReady, metav1.ConditionFalse, "helm repository http://127.0.0.1:1/charts: connection refused"),
+			}, Display: fleet.StatusDisplay{State: "Error", Error: true}}},
+		},
+		helmOpBundle("ingress"),
+		bd("ingress", "dev", ready, ""),
 		bd("examples-simple", "dev", fleet.BundleDeploymentStatus{AppliedDeploymentID: "s-1:abc", Ready: true,
 			ModifiedStatus: []fleet.ModifiedStatus{{Kind: "ConfigMap", Namespace: "fleet-examples", Name: "simple", Patch: "{}"}}}, ""),
 		bd("examples-simple", "prod", fleet.BundleDeploymentStatus{AppliedDeploymentID: "s-0:old"}, ""),
@@ -96,6 +110,8 @@ func inMemory(objs []client.Object) Fleet {
 			f.Clusters = append(f.Clusters, *o)
 		case *fleet.GitRepo:
 			f.GitRepos = append(f.GitRepos, *o)
+		case *fleet.HelmOp:
+			f.HelmOps = append(f.HelmOps, *o)
 		case *fleet.Bundle:
 			f.Bundles = append(f.Bundles, *o)
 		case *fleet.BundleDeployment:

@@ -141,8 +141,8 @@ func TestAllReady(t *testing.T) {
 	if v.AllReady() {
 		t.Error("seeded fleet has failures but AllReady is true")
 	}
-	if ready, total := v.Counts(); ready != 1 || total != 6 {
-		t.Errorf("Counts = %d/%d, want 1/6", ready, total)
+	if ready, total := v.Counts(); ready != 2 || total != 7 {
+		t.Errorf("Counts = %d/%d, want 2/7", ready, total)
 	}
 	ok := View{Groups: []Group{{State: "Ready", Columns: []string{"a", "b"}, Rows: []BundleRow{{Name: "x", Cells: []string{"Ready", NotTargeted}}}}}}
 	if !ok.AllReady() {
