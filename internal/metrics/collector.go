@@ -21,7 +21,7 @@ type Source struct {
 	// Reader is the manager's cache (mgr.GetCache()); listing it makes no
 	// API call once the informers are synced.
 	Reader client.Reader
-	// ShardID: only GitRepos, Bundles and BundleDeployments whose
+	// ShardID: only GitRepos, HelmOps, Bundles and BundleDeployments whose
 	// fleet.cattle.io/shard-ref equals it are reported ("" = unlabelled).
 	ShardID string
 	// Clusters reports the Cluster and ClusterGroup families (the unsharded
@@ -143,6 +143,14 @@ func collectSource(s Source, emit emitFunc, repos map[string]bool) bool {
 			if mine(r) {
 				repos[r.Namespace+"/"+r.Name] = true
 				gitRepoSamples(r, emit)
+			}
+		}
+	}
+	helmOps := &fleet.HelmOpList{}
+	if err := s.Reader.List(ctx, helmOps); err == nil {
+		for i := range helmOps.Items {
+			if mine(&helmOps.Items[i]) {
+				helmOpSamples(&helmOps.Items[i], emit)
 			}
 		}
 	}

@@ -26,6 +26,8 @@ var (
 	clusterLabels = []string{"name", "namespace", "cluster_name", "cluster_display_name"}
 	groupLabels   = []string{"name", "namespace"}
 	gitrepoLabels = []string{"name", "namespace", "repo", "branch", "paths"}
+	// The chart version is not a label: a new release would be a new series.
+	helmopLabels = []string{"name", "namespace", "repo", "chart"}
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {
@@ -50,6 +52,8 @@ var (
 
 	clusterDesiredReadyGitRepos = desc("cluster_desired_ready_git_repos", "GitRepos that should be ready on the cluster.", clusterLabels)
 	clusterReadyGitRepos        = desc("cluster_ready_git_repos", "GitRepos ready on the cluster.", clusterLabels)
+	clusterDesiredReadyHelmOps  = desc("cluster_desired_ready_helm_ops", "HelmOps that should be ready on the cluster.", clusterLabels)
+	clusterReadyHelmOps         = desc("cluster_ready_helm_ops", "HelmOps ready on the cluster.", clusterLabels)
 	clusterResources            = resourceDescs("cluster_resources_count_", clusterLabels, map[string]string{
 		"desiredready": "desiredready", "missing": "missing", "modified": "modified", "notready": "notready",
 		"orphaned": "orphaned", "ready": "ready", "unknown": "unknown", "waitapplied": "waitapplied",
@@ -74,6 +78,10 @@ var (
 	agentBundleDeployments      = desc("agent_bundledeployments", "BundleDeployments of this agent's cluster per state.", []string{"cluster_namespace", "state"})
 
 	gitrepoReadyClusters = desc("gitrepo_ready_clusters", "Clusters the GitRepo's bundles are ready on (lowest over its bundles).", gitrepoLabels)
+
+	helmopDesiredReadyClusters = desc("helmop_desired_ready_clusters", "Clusters the HelmOp's bundle should be ready on.", helmopLabels)
+	helmopReadyClusters        = desc("helmop_ready_clusters", "Clusters the HelmOp's bundle is ready on.", helmopLabels)
+	helmopState                = desc("helmop_state", "1 for the HelmOp's current display state.", withState(helmopLabels))
 )
 
 // resourceDescs names one gauge per ResourceCounts field; suffix maps the
@@ -93,6 +101,7 @@ func allDescs() []*prometheus.Desc {
 		clusterDesiredReadyGitRepos, clusterReadyGitRepos, clusterState,
 		groupClusterCount, groupNonReadyClusterCount, groupBundleDesiredReady, groupBundleReady, groupState,
 		gitrepoDesiredReadyClusters, gitrepoReadyClusters, agentBundleDeployments,
+		clusterDesiredReadyHelmOps, clusterReadyHelmOps, helmopDesiredReadyClusters, helmopReadyClusters, helmopState,
 	}
 	for _, m := range []map[string]*prometheus.Desc{clusterResources, groupResources, gitrepoResources} {
 		for _, d := range m {
@@ -146,6 +155,8 @@ func clusterSamples(c *fleet.Cluster, emit emitFunc) {
 	lv := []string{c.Name, c.Namespace, clusterName, display}
 	emit(clusterDesiredReadyGitRepos, float64(c.Status.DesiredReadyGitRepos), lv...)
 	emit(clusterReadyGitRepos, float64(c.Status.ReadyGitRepos), lv...)
+	emit(clusterDesiredReadyHelmOps, float64(c.Status.DesiredReadyHelmOps), lv...)
+	emit(clusterReadyHelmOps, float64(c.Status.ReadyHelmOps), lv...)
 	resourceSamples(clusterResources, c.Status.ResourceCounts, emit, lv)
 	state := c.Status.Display.State
 	if state == "" {
@@ -185,4 +196,19 @@ func gitRepoSamples(r *fleet.GitRepo, emit emitFunc) {
 	resourceSamples(gitrepoResources, r.Status.ResourceCounts, emit, lv)
 	emit(gitrepoDesiredReadyClusters, float64(r.Status.DesiredReadyClusters), lv...)
 	emit(gitrepoReadyClusters, float64(r.Status.ReadyClusters), lv...)
+}
+
+func helmOpSamples(op *fleet.HelmOp, emit emitFunc) {
+	var repo, chart string
+	if h := op.Spec.Helm; h != nil {
+		repo, chart = h.Repo, h.Chart
+	}
+	lv := []string{op.Name, op.Namespace, repo, chart}
+	emit(helmopDesiredReadyClusters, float64(op.Status.DesiredReadyClusters), lv...)
+	emit(helmopReadyClusters, float64(op.Status.ReadyClusters), lv...)
+	state := op.Status.Display.State
+	if state == "" {
+		state = string(fleet.NotReady)
+	}
+	emit(helmopState, 1, append(lv, state)...)
 }

@@ -190,3 +190,35 @@ func TestGitMetricsPrune(t *testing.T) {
 type errFake struct{}
 
 func (errFake) Error() string { return "fake" }
+
+func TestHelmOpSamples(t *testing.T) {
+	op := &fleet.HelmOp{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: "ws"},
+		Spec: fleet.HelmOpSpec{BundleSpec: fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+			Helm: &fleet.HelmOptions{Repo: "https://charts.example.com", Chart: "ingress", Version: "^4"}}}},
+		Status: fleet.HelmOpStatus{Version: "4.1.0", StatusBase: fleet.StatusBase{ReadyClusters: 2, DesiredReadyClusters: 3,
+			Display: fleet.StatusDisplay{State: "NotReady"}}},
+	}
+	got := collect(t, func(e emitFunc) { helmOpSamples(op, e) })
+	for metric, want := range map[string]float64{"fleet_helmop_ready_clusters": 2, "fleet_helmop_desired_ready_clusters": 3} {
+		s := got[metric]
+		if len(s) != 1 || s[0].value != want || s[0].labels["chart"] != "ingress" || s[0].labels["repo"] != "https://charts.example.com" {
+			t.Errorf("%s = %+v, want one sample %v", metric, s, want)
+		}
+		if _, ok := s[0].labels["version"]; ok {
+			t.Errorf("%s has a version label: one new series per chart release", metric)
+		}
+	}
+	if st := got["fleet_helmop_state"]; len(st) != 1 || st[0].labels["state"] != "NotReady" {
+		t.Errorf("state = %+v", st)
+	}
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ws"},
+		Status: fleet.ClusterStatus{ReadyHelmOps: 1, DesiredReadyHelmOps: 2}}
+	cs := collect(t, func(e emitFunc) { clusterSamples(c, e) })
+	if s := cs["fleet_cluster_ready_helm_ops"]; len(s) != 1 || s[0].value != 1 {
+		t.Errorf("cluster ready helm ops = %+v", s)
+	}
+	if s := cs["fleet_cluster_desired_ready_helm_ops"]; len(s) != 1 || s[0].value != 2 {
+		t.Errorf("cluster desired ready helm ops = %+v", s)
+	}
+}
