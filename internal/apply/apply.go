@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
@@ -196,4 +197,28 @@ func nonNil(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// Finalize is the deletion step of a Bundle's owner (a GitRepo, a HelmOp):
+// it deletes the Bundles of the owner's namespace that carry labels (the
+// targeting controller then removes their deployments, unless
+// keepResources), then removes finalizer from the owner. An owner without
+// the finalizer is left alone.
+func Finalize(ctx context.Context, c client.Client, owner client.Object, finalizer string, labels map[string]string) error {
+	if !controllerutil.ContainsFinalizer(owner, finalizer) {
+		return nil
+	}
+	if err := c.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(owner.GetNamespace()),
+		client.MatchingLabels(labels)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	base, ok := owner.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("finalize: %T is not a client.Object", owner)
+	}
+	controllerutil.RemoveFinalizer(owner, finalizer)
+	if err := c.Patch(ctx, owner, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -263,19 +263,9 @@ func (r *Reconciler) currentBundle(ctx context.Context, op *fleet.HelmOp) (*flee
 	return &list.Items[0], nil
 }
 
-// finalize deletes the HelmOp's Bundle (the targeting controller then
-// removes its deployments, unless keepResources) and drops the finalizer.
+// finalize deletes the HelmOp's Bundle and drops the finalizer.
 func (r *Reconciler) finalize(ctx context.Context, op *fleet.HelmOp) error {
-	if !controllerutil.ContainsFinalizer(op, Finalizer) {
-		return nil
-	}
-	if err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(op.Namespace),
-		client.MatchingLabels{fleet.HelmOpLabel: op.Name}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	base := op.DeepCopy()
-	controllerutil.RemoveFinalizer(op, Finalizer)
-	if err := r.Client.Patch(ctx, op, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	if err := apply.Finalize(ctx, r.Client, op, Finalizer, map[string]string{fleet.HelmOpLabel: op.Name}); err != nil {
 		return err
 	}
 	r.forget(client.ObjectKeyFromObject(op))

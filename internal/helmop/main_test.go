@@ -4,21 +4,21 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
 	"github.com/fleetgo/fleet/internal/helmop"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // The manager cluster shared by every test of this package, with the real
@@ -31,6 +31,7 @@ const timeout = 60 * time.Second
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	ctrl.SetLogger(logr.Discard())
 	var err error
 	env, err = testenv.Start(testenv.Options{Name: "helmop"})
 	if err != nil {
@@ -38,33 +39,19 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	stop, err := fleettest.StartControllers(env.Config, func(ctx context.Context, mgr ctrl.Manager) error {
+		if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
+			return err
+		}
+		_, err := helmop.Setup(ctx, mgr, helmop.Options{MinPollingInterval: time.Second, MaxRetryInterval: 2 * time.Second})
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := helmop.Setup(ctx, mgr, helmop.Options{MinPollingInterval: time.Second, MaxRetryInterval: 2 * time.Second}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	code := m.Run()
-	cancel()
-	wg.Wait()
-	return code
+	defer stop()
+	return m.Run()
 }
 
 func newNamespace(t testing.TB, name string) string {

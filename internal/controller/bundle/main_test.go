@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
@@ -46,37 +44,21 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	stop, err := fleettest.StartControllers(env.Config, func(ctx context.Context, mgr ctrl.Manager) error {
+		if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: time.Second, ContentRBAC: true}); err != nil {
+			return err
+		}
+		if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second, GrantGrace: 3 * time.Second, ContentRBAC: true}); err != nil {
+			return err
+		}
+		return clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: offlineThreshold, Coalesce: time.Second})
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 8, Coalesce: time.Second, ContentRBAC: true}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := content.Setup(ctx, mgr, content.Options{PurgeGrace: 2 * time.Second, Coalesce: time.Second, GrantGrace: 3 * time.Second, ContentRBAC: true}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := clusterstatus.Setup(ctx, mgr, clusterstatus.Options{OfflineThreshold: offlineThreshold, Coalesce: time.Second}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	code := m.Run()
-	cancel()
-	wg.Wait()
-	return code
+	defer stop()
+	return m.Run()
 }
 
 // eventually polls f until it returns nil or the timeout passes.

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
@@ -180,19 +181,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// finalize deletes the GitRepo's Bundles (the targeting controller then
-// removes their deployments, unless keepResources) and drops the finalizer.
+// finalize deletes the GitRepo's Bundles and drops the finalizer.
 func (r *Reconciler) finalize(ctx context.Context, repo *fleet.GitRepo) error {
-	if !controllerutil.ContainsFinalizer(repo, Finalizer) {
-		return nil
-	}
-	if err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(repo.Namespace),
-		client.MatchingLabels{fleet.RepoLabel: repo.Name}); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	base := repo.DeepCopy()
-	controllerutil.RemoveFinalizer(repo, Finalizer)
-	if err := r.Client.Patch(ctx, repo, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	if err := apply.Finalize(ctx, r.Client, repo, Finalizer, map[string]string{fleet.RepoLabel: repo.Name}); err != nil {
 		return err
 	}
 	r.forget(client.ObjectKeyFromObject(repo))

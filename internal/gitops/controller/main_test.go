@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,13 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
 	gitops "github.com/fleetgo/fleet/internal/gitops/controller"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // The manager cluster shared by every test of this package, with the real
@@ -43,51 +42,37 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	listening := make(chan string, 1)
+	stop, err := fleettest.StartControllers(env.Config, func(ctx context.Context, mgr ctrl.Manager) error {
+		if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
+			return err
+		}
+		_, err := gitops.Setup(ctx, mgr, gitops.Options{
+			SystemNamespace:  systemNamespace,
+			WebhookAddr:      "127.0.0.1:0",
+			WebhookListening: func(a string) { listening <- a },
+			Workers:          4,
+			GitTimeout:       10 * time.Second,
+			Tracker:          tracker,
+		})
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	listening := make(chan string, 1)
-	if _, err := gitops.Setup(ctx, mgr, gitops.Options{
-		SystemNamespace:  systemNamespace,
-		WebhookAddr:      "127.0.0.1:0",
-		WebhookListening: func(a string) { listening <- a },
-		Workers:          4,
-		GitTimeout:       10 * time.Second,
-		Tracker:          tracker,
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer stop()
 	select {
 	case webhookAddr = <-listening:
 	case <-time.After(60 * time.Second):
 		fmt.Fprintln(os.Stderr, "webhook server did not start")
 		return 1
 	}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	code := m.Run()
-	cancel()
-	wg.Wait()
-	return code
+	return m.Run()
 }
 
 const timeout = 90 * time.Second
