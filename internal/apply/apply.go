@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
@@ -221,4 +222,31 @@ func Finalize(ctx context.Context, c client.Client, owner client.Object, finaliz
 		return err
 	}
 	return nil
+}
+
+// EnsureFinalizer adds finalizer to a Bundle owner that lacks it, so that
+// deleting the owner waits for Finalize.
+func EnsureFinalizer(ctx context.Context, c client.Client, owner client.Object, finalizer string) error {
+	if controllerutil.ContainsFinalizer(owner, finalizer) {
+		return nil
+	}
+	base, ok := owner.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("finalizer: %T is not a client.Object", owner)
+	}
+	controllerutil.AddFinalizer(owner, finalizer)
+	return c.Patch(ctx, owner, client.MergeFrom(base))
+}
+
+// OwnerOf maps a Bundle to a reconcile request for the owner its label
+// names (fleet.RepoLabel for GitRepos, fleet.HelmOpLabel for HelmOps), in
+// the Bundle's namespace; a Bundle without the label maps to nothing.
+func OwnerOf(label string) func(context.Context, client.Object) []reconcile.Request {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[label]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
 }

@@ -24,11 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
@@ -104,17 +102,9 @@ func Setup(_ context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, erro
 			predicate.GenerationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }},
 		))).
-		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(bundleToHelmOp)).
+		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.HelmOpLabel))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
-}
-
-func bundleToHelmOp(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[fleet.HelmOpLabel]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
 // Reconcile runs: fetch → deletion → finalizer → build when due → status.
@@ -130,12 +120,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !op.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, op)
 	}
-	if !controllerutil.ContainsFinalizer(op, Finalizer) {
-		base := op.DeepCopy()
-		controllerutil.AddFinalizer(op, Finalizer)
-		if err := r.Client.Patch(ctx, op, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := apply.EnsureFinalizer(ctx, r.Client, op, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	bundle, err := r.currentBundle(ctx, op)

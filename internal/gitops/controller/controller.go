@@ -17,11 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -137,18 +135,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gitrepo").
 		For(&fleet.GitRepo{}, builder.WithPredicates(repoPreds)).
-		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(bundleToRepo)).
+		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.RepoLabel))).
 		WatchesRawSource(source.Channel(r.triggers, &handler.TypedEnqueueRequestForObject[*fleet.GitRepo]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
-}
-
-func bundleToRepo(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[fleet.RepoLabel]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
 // Reconcile runs: fetch → deletion → finalizer → poll/sync → status.
@@ -164,12 +154,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !repo.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, repo)
 	}
-	if !controllerutil.ContainsFinalizer(repo, Finalizer) {
-		base := repo.DeepCopy()
-		controllerutil.AddFinalizer(repo, Finalizer)
-		if err := r.Client.Patch(ctx, repo, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, err
-		}
+	if err := apply.EnsureFinalizer(ctx, r.Client, repo, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	read := repo.DeepCopy()
