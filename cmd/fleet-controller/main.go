@@ -30,6 +30,7 @@ func main() {
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
 	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
+	helmOps := fs.Bool("helmops", true, "run the HelmOp controller (charts from repositories without git)")
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "lease duration")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "lease renew deadline")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 10*time.Second, "lease retry period")
@@ -53,6 +54,7 @@ func main() {
 		fmt.Println("fleet-controller", version.String())
 		return
 	}
+	opts.DisableHelmOps = !*helmOps
 	log := logFlags.Setup("fleet-controller")
 	if limit := memlimit.Apply(); limit > 0 {
 		log.Info("Go memory limit set from the container limit", "bytes", limit)

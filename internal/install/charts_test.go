@@ -139,7 +139,7 @@ func TestControllerDeploymentUsesOnlyRealFlags(t *testing.T) {
 	}
 	out, err := install.Render(charts.Controller, install.RenderOptions{Namespace: "cattle-fleet-system", Values: map[string]any{
 		"shards": []any{map[string]any{"id": "s1", "nodeSelector": map[string]any{"zone": "a"}}}, "apiServerCA": "PEM",
-		"apiServerURL": "https://fleet.example:6443", "debug": true,
+		"apiServerURL": "https://fleet.example:6443", "debug": true, "helmops": map[string]any{"enabled": false},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestControllerDeploymentUsesOnlyRealFlags(t *testing.T) {
 		}
 	}
 	main, shard := strings.Join(deployments["fleet-controller"], " "), strings.Join(deployments["fleet-controller-shard-s1"], " ")
-	for _, want := range []string{"--api-server-url=https://fleet.example:6443", "--api-server-ca-file=", "--bootstrap-namespace=fleet-local", "--agent-checkin-interval=15m", "--leader-elect=true",
+	for _, want := range []string{"--api-server-url=https://fleet.example:6443", "--api-server-ca-file=", "--bootstrap-namespace=fleet-local", "--agent-checkin-interval=15m", "--leader-elect=true", "--helmops=false",
 		"--git-fetch-max-bytes=536870912 ", "--git-checkout-max-bytes=104857600 ", "--git-checkout-max-files=20000 "} {
 		if !strings.Contains(main, want) {
 			t.Fatalf("fleet-controller args %q lack %q", main, want)

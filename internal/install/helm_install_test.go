@@ -85,7 +85,7 @@ func TestHelmInstallManagerCharts(t *testing.T) {
 	args := strings.Join(ctr.Args, " ")
 	if ctr.Command[0] != "fleet-controller" || dep.Spec.Template.Spec.ServiceAccountName != "fleet-controller" ||
 		!strings.Contains(args, "--api-server-url="+upstream.Config.Host) || !strings.Contains(args, "--leader-elect=true") ||
-		!strings.Contains(args, "--content-api-addr=:8443") || !strings.Contains(args, "--max-requests-in-flight=64") {
+		!strings.Contains(args, "--content-api-addr=:8443") || !strings.Contains(args, "--max-requests-in-flight=64") || !strings.Contains(args, "--helmops=true") {
 		t.Fatalf("fleet-controller Deployment: command %v args %v sa %q", ctr.Command, ctr.Args, dep.Spec.Template.Spec.ServiceAccountName)
 	}
 	if sc := ctr.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {

@@ -9,8 +9,11 @@ import (
 )
 
 // setupHelmOp adds the HelmOp controller (charts from repositories without
-// git).
-func setupHelmOp(ctx context.Context, mgr ctrl.Manager, _ Options) error {
+// git), unless it is disabled.
+func setupHelmOp(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.DisableHelmOps {
+		return nil
+	}
 	_, err := helmop.Setup(ctx, mgr, helmop.Options{})
 	return err
 }

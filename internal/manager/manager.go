@@ -46,6 +46,9 @@ type Options struct {
 	ProbeAddr   string
 	// WebhookAddr serves git webhooks; "" or "0" disables.
 	WebhookAddr string
+	// DisableHelmOps leaves the HelmOp controller out (chart value
+	// helmops.enabled=false): HelmOps are then not acted upon.
+	DisableHelmOps bool
 	// LeaderElection enables a Lease so that one replica (per shard) acts.
 	LeaderElection          bool
 	LeaderElectionNamespace string
