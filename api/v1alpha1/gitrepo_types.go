@@ -101,7 +101,8 @@ type GitRepoSpec struct {
 	// WebhookSecret names a Secret in this namespace with webhook secrets.
 	// +optional
 	WebhookSecret string `json:"webhookSecret,omitempty"`
-	// OCIRegistrySecret is accepted for compatibility.
+	// OCIRegistrySecret is accepted for compatibility and ignored (OCI
+	// storage of contents is not implemented); a warning event says so.
 	// +optional
 	OCIRegistrySecret string `json:"ociRegistrySecret,omitempty"`
 	// Bundles lists bundle directories explicitly ("driven scan"); when set,

@@ -54,6 +54,10 @@ type ApplyFlags struct {
 	// followed by DrivenScanSep and an options file (Fleet's driven scan).
 	DrivenScan    bool
 	DrivenScanSep string
+
+	// OCIRegistrySecret is accepted so that Fleet's invocations work; OCI
+	// storage of contents is not implemented, so it only warns.
+	OCIRegistrySecret string
 }
 
 func newApplyCmd(g *Globals) *cobra.Command {
@@ -100,6 +104,7 @@ when omitted), and the bundle is named NAME-<dir>[-<options without extension>].
 	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default 3 MiB)")
 	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
 	fl.StringVar(&f.DrivenScanSep, "driven-scan-sep", ":", "separator between a --driven-scan directory and its options file")
+	fl.StringVar(&f.OCIRegistrySecret, "oci-registry-secret", "", "accepted for compatibility with Fleet and ignored (with a warning): contents are stored as Content resources")
 	return cmd
 }
 
@@ -238,6 +243,9 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	opts, err := f.ReadOptions(g.Namespace, stdin, stderr)
 	if err != nil {
 		return err
+	}
+	if f.OCIRegistrySecret != "" {
+		fmt.Fprintln(stderr, "warning: --oci-registry-secret is ignored: bundle contents are stored as Content resources")
 	}
 	var bundles []*fleet.Bundle
 	if f.DrivenScan {

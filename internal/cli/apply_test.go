@@ -175,3 +175,22 @@ func TestApplyCredentialFlags(t *testing.T) {
 		t.Errorf("bad by-path file: err = %v", err)
 	}
 }
+
+// TestApplyAcceptsOCIRegistrySecret: Fleet's flag is accepted, warned
+// about, and changes nothing in the bundles.
+func TestApplyAcceptsOCIRegistrySecret(t *testing.T) {
+	plain, _, err := runFleet(t, corpus(t), "", "apply", "-o", "-", "test", "simple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runFleet(t, corpus(t), "", "apply", "-o", "-", "--oci-registry-secret", "oci-creds", "test", "simple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "--oci-registry-secret is ignored") {
+		t.Errorf("stderr %q has no warning", stderr)
+	}
+	if out != plain {
+		t.Errorf("the flag changed the bundles")
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
@@ -41,6 +43,8 @@ func TestGitRepoDrivenScan(t *testing.T) {
 			Repo:            srv.URLFor(repo),
 			Paths:           []string{"other"},
 			PollingInterval: &metav1.Duration{Duration: 1e9},
+			// Accepted for compatibility and ignored, with a warning event.
+			OCIRegistrySecret: "oci-storage",
 			Bundles: []fleet.BundlePath{
 				{Base: "app", Options: "dev.yaml"},
 				{Base: "app", Options: "prd.yaml"},
@@ -71,6 +75,19 @@ func TestGitRepoDrivenScan(t *testing.T) {
 			return fmt.Errorf("drv-app-prd options %+v", prd.Spec.BundleDeploymentOptions)
 		}
 		return nil
+	})
+
+	fleettest.Eventually(t, timeout, func() error {
+		var evs eventsv1.EventList
+		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "drv" && e.Reason == "OCIStorageUnsupported" && e.Type == "Warning" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no OCIStorageUnsupported event among %d", len(evs.Items))
 	})
 
 	// Dropping an entry prunes its Bundle.

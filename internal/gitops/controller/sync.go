@@ -184,7 +184,14 @@ func (r *Reconciler) emitEvents(old, repo *fleet.GitRepo) {
 	if r.Recorder == nil {
 		return
 	}
-	for _, e := range eventsFor(&old.Status, &repo.Status) {
+	events := eventsFor(&old.Status, &repo.Status)
+	if repo.Spec.OCIRegistrySecret != "" && repo.Status.Commit != "" && repo.Status.Commit != old.Status.Commit {
+		// Said with every applied commit, so that it is seen: the field is
+		// accepted for compatibility but changes nothing.
+		events = append(events, eventInfo{typ: corev1.EventTypeWarning, reason: "OCIStorageUnsupported",
+			msg: "spec.ociRegistrySecret is ignored: bundle contents are stored once as Content resources in this cluster"})
+	}
+	for _, e := range events {
 		r.Recorder.Eventf(repo, nil, e.typ, e.reason, e.reason, "%s", e.msg)
 	}
 }
