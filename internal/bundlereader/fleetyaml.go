@@ -30,8 +30,8 @@ type FleetYAML struct {
 
 	// TargetCustomizations are appended to the bundle's targets.
 	TargetCustomizations []fleet.BundleTarget `json:"targetCustomizations,omitempty"`
-	// ImageScans are parsed for compatibility; image scanning is not
-	// supported, so any entry is an error.
+	// ImageScans are parsed for compatibility and ignored with a warning:
+	// image scanning is not implemented (Fleet's is off by default).
 	ImageScans []ImageScan `json:"imageScans,omitempty"`
 	// OverrideTargets replace the targets of the GitRepo (or --targets-file).
 	OverrideTargets []GitTarget `json:"overrideTargets,omitempty"`
@@ -92,6 +92,11 @@ func ParseFleetYAML(data []byte) (*FleetYAML, []string, error) {
 	var warnings []string
 	unknownKeys(generic, reflect.TypeOf(FleetYAML{}), "", &warnings)
 	stripInternal(fy, &warnings)
+	if n := len(fy.ImageScans); n > 0 {
+		// As in a Fleet whose image scanning is off (its default): the
+		// bundle deploys as written.
+		warnings = append(warnings, fmt.Sprintf("imageScans: image scanning is not implemented; %d entries ignored, the manifests deploy as written", n))
+	}
 	sort.Strings(warnings)
 	if err := validate(fy); err != nil {
 		return nil, warnings, err
@@ -206,9 +211,6 @@ func validate(fy *FleetYAML) error {
 				return fmt.Errorf("dependsOn[%d]: invalid accepted state %q", i, s)
 			}
 		}
-	}
-	if len(fy.ImageScans) > 0 {
-		return fmt.Errorf("imageScans: image scanning is not supported by this Fleet")
 	}
 	switch fy.TargetCustomizationMode {
 	case "", fleet.FirstMatch, fleet.AllMatches:

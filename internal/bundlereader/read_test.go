@@ -219,7 +219,6 @@ func TestBadInput(t *testing.T) {
 		{name: "bad values file", files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [v.yaml]\n", "v.yaml": "- list\n"}, want: "v.yaml: invalid YAML"},
 		{name: "dependsOn without name", files: map[string]string{"fleet.yaml": "dependsOn:\n- acceptedStates: [Ready]\n"}, want: "dependsOn[0]: name or selector is required"},
 		{name: "dependsOn bad state", files: map[string]string{"fleet.yaml": "dependsOn:\n- name: x\n  acceptedStates: [Done]\n"}, want: `invalid accepted state "Done"`},
-		{name: "imageScans", files: map[string]string{"fleet.yaml": "imageScans:\n- tagName: x\n"}, want: "imageScans"},
 		{name: "bad releaseName", files: map[string]string{"fleet.yaml": "helm:\n  releaseName: Bad_Name\n"}, want: "helm.releaseName"},
 		{name: "bad customization mode", files: map[string]string{"fleet.yaml": "targetCustomizationMode: Some\n"}, want: "targetCustomizationMode"},
 		{name: "symlink escaping the root", files: map[string]string{"fleet.yaml": ""},
@@ -318,6 +317,26 @@ rolloutStrategy:
 	want := []string{`unknown key "helm.valuesFile"`, `unknown key "namepsace"`, `unknown key "rolloutStrategy.partitions[0].nme"`, `unknown key "targetCustomizations[0].clusterSelectr"`}
 	if !reflect.DeepEqual(warnings, want) {
 		t.Errorf("warnings = %q\nwant %q", warnings, want)
+	}
+}
+
+// TestImageScansAreIgnoredWithAWarning: a fleet.yaml written for a Fleet
+// with image scanning still deploys, as on a Fleet whose scanning is off.
+func TestImageScansAreIgnoredWithAWarning(t *testing.T) {
+	dir := writeRepo(t, map[string]string{
+		"fleet.yaml": "defaultNamespace: web\nimageScans:\n- tagName: web\n  image: registry.example/web\n  interval: 5m\n  policy:\n    semver:\n      range: '>=1.0.0'\n",
+		"deploy.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web # {\"$imagescan\": \"web\"}\n",
+	})
+	var warnings []string
+	bs, err := Read(context.Background(), "repo", dir, nil, Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 1 || bs[0].Spec.DefaultNamespace != "web" || len(bs[0].Spec.Resources) != 1 {
+		t.Fatalf("bundles %+v", bs)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "imageScans: image scanning is not implemented; 1 entries ignored") {
+		t.Errorf("warnings %q", warnings)
 	}
 }
 
