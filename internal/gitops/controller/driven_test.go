@@ -29,7 +29,7 @@ func TestGitRepoDrivenScan(t *testing.T) {
 		"app/base/cm.yaml":                    configMap("app", "v1"),
 		"app/overlays/dev/kustomization.yaml": "resources: [../../base]\nnamePrefix: dev-\n",
 		"app/overlays/prd/kustomization.yaml": "resources: [../../base]\nnamePrefix: prd-\n",
-		"app/dev.yaml":                        "defaultNamespace: dev\nkustomize:\n  dir: overlays/dev\n",
+		"app/dev.yaml":                        "defaultNamespace: dev\nkustomize:\n  dir: overlays/dev\nnamepsace: typo\n",
 		"app/prd.yaml":                        "defaultNamespace: prd\nkustomize:\n  dir: overlays/prd\n",
 		// Not listed: a scan of paths would have made it a bundle.
 		"other/fleet.yaml": "{}\n",
@@ -82,12 +82,20 @@ func TestGitRepoDrivenScan(t *testing.T) {
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return err
 		}
+		seen := map[string]string{}
 		for _, e := range evs.Items {
-			if e.Regarding.Name == "drv" && e.Reason == "OCIStorageUnsupported" && e.Type == "Warning" {
-				return nil
+			if e.Regarding.Name == "drv" && e.Type == "Warning" {
+				seen[e.Reason] = e.Note
 			}
 		}
-		return fmt.Errorf("no OCIStorageUnsupported event among %d", len(evs.Items))
+		if _, ok := seen["OCIStorageUnsupported"]; !ok {
+			return fmt.Errorf("no OCIStorageUnsupported event: %v", seen)
+		}
+		// A fleet.yaml warning reaches the user, not only the log.
+		if w := seen["BundleWarnings"]; !strings.Contains(w, `app/dev.yaml: unknown key "namepsace"`) {
+			return fmt.Errorf("bundle warnings event %q", w)
+		}
+		return nil
 	})
 
 	// Dropping an entry prunes its Bundle.

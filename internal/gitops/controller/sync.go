@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,7 +147,11 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 		return &syncError{reason: ReasonInvalidSpec, stalled: isInputError(err), err: err}
 	}
 	opts := readerOptions(repo, fetched, auth, byPath, r.Opts.BundleLimits)
-	opts.Warn = func(msg string) { log.Info("bundle warning", "gitrepo", repo.Name, "warning", msg) }
+	var warnings []string
+	opts.Warn = func(msg string) {
+		log.Info("bundle warning", "gitrepo", repo.Name, "warning", msg)
+		warnings = append(warnings, msg)
+	}
 	source := filepath.Join(dir, "source")
 	var bundles []*fleet.Bundle
 	if len(repo.Spec.Bundles) > 0 {
@@ -164,11 +169,31 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	}); err != nil {
 		return &syncError{reason: ReasonApplyFailed, err: fmt.Errorf("applying bundles of %s: %w", short(fetched), err)}
 	}
+	r.warnBuild(repo, fetched, warnings)
 	repo.Status.Commit = fetched
 	repo.Status.ObservedGeneration = repo.Generation
 	repo.Status.UpdateGeneration = repo.Spec.ForceSyncGeneration
 	log.V(1).Info("synced", "gitrepo", client.ObjectKeyFromObject(repo), "commit", fetched, "bundles", len(bundles))
 	return nil
+}
+
+// maxWarnings is how many bundle warnings one event lists.
+const maxWarnings = 5
+
+// warnBuild records the warnings of a build that was applied (unknown
+// fleet.yaml keys, ignored imageScans) as one event, so that they reach
+// the user and not only the manager's log; a sync happens once per new
+// commit or spec change, so this is not repeated on every poll.
+func (r *Reconciler) warnBuild(repo *fleet.GitRepo, commit string, warnings []string) {
+	if r.Recorder == nil || len(warnings) == 0 {
+		return
+	}
+	shown := warnings[:min(len(warnings), maxWarnings)]
+	msg := fmt.Sprintf("commit %s: %s", short(commit), strings.Join(shown, "; "))
+	if len(warnings) > maxWarnings {
+		msg += fmt.Sprintf("; and %d more", len(warnings)-maxWarnings)
+	}
+	r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, "BundleWarnings", "Build", "%s", msg)
 }
 
 func short(commit string) string {
