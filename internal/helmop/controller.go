@@ -130,7 +130,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	st := r.stateOf(req.NamespacedName)
 	now := time.Now()
-	if st.generation != op.Generation || bundle == nil || (!st.next.IsZero() && !now.Before(st.next)) {
+	// Build on a spec change, when polling or a retry is due, and when the
+	// Bundle of a successful build has gone (deleted by hand); a failing
+	// HelmOp waits for its backoff whatever else wakes it.
+	due := !st.next.IsZero() && !now.Before(st.next)
+	if st.generation != op.Generation || due || (bundle == nil && st.err == nil) {
 		r.build(ctx, op, st, now)
 		if bundle, err = r.currentBundle(ctx, op); err != nil {
 			return ctrl.Result{}, err

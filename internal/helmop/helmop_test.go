@@ -136,6 +136,18 @@ func TestHelmOpFollowsChartVersions(t *testing.T) {
 		return nil
 	})
 
+	// A Bundle deleted by hand comes back.
+	if err := env.Client.Delete(ctx, bundleOf(t, ns, "web")); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, timeout, func() error {
+		b := bundleOf(t, ns, "web")
+		if b == nil || b.DeletionTimestamp != nil || b.Spec.Helm.Version != "2.0.0" {
+			return fmt.Errorf("bundle %v", b)
+		}
+		return nil
+	})
+
 	// Deleting the HelmOp deletes its Bundle.
 	if err := env.Client.Delete(ctx, getOp(t, ns, "web")); err != nil {
 		t.Fatal(err)
