@@ -324,7 +324,7 @@ rolloutStrategy:
 // with image scanning still deploys, as on a Fleet whose scanning is off.
 func TestImageScansAreIgnoredWithAWarning(t *testing.T) {
 	dir := writeRepo(t, map[string]string{
-		"fleet.yaml": "defaultNamespace: web\nimageScans:\n- tagName: web\n  image: registry.example/web\n  interval: 5m\n  policy:\n    semver:\n      range: '>=1.0.0'\n",
+		"fleet.yaml":  "defaultNamespace: web\nimageScans:\n- tagName: web\n  image: registry.example/web\n  interval: 5m\n  policy:\n    semver:\n      range: '>=1.0.0'\n",
 		"deploy.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web # {\"$imagescan\": \"web\"}\n",
 	})
 	var warnings []string
