@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/url"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,10 +211,11 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 	}
 	auth.InsecureSkipTLS = auth.InsecureSkipTLS || op.Spec.InsecureSkipTLSverify
 	b, err := bundlereader.ReadHelmOp(ctx, op.Name, &op.Spec.BundleSpec, bundlereader.Options{
-		Namespace: op.Namespace,
-		Labels:    bundleLabels(op),
-		Auth:      auth,
-		Limits:    r.Opts.BundleLimits,
+		Namespace:        op.Namespace,
+		Labels:           bundleLabels(op),
+		Auth:             auth,
+		HelmRepoURLRegex: sameHost(op.Spec.Helm),
+		Limits:           r.Opts.BundleLimits,
 	})
 	if err != nil {
 		var parse *bundlereader.ParseError
@@ -227,6 +231,24 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
 	}
 	return b.Spec.Helm.Version, nil
+}
+
+// sameHost is a URL pattern that only the host of the chart's repository
+// matches, so that the credentials of helmSecretName are never sent to
+// another host an index points a chart download at.
+func sameHost(h *fleet.HelmOptions) string {
+	if h == nil {
+		return ""
+	}
+	raw := h.Repo
+	if raw == "" {
+		raw = h.Chart
+	}
+	u, err := url.Parse(strings.TrimPrefix(raw, "git::"))
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return "^" + regexp.QuoteMeta(u.Scheme+"://"+u.Host) + "(/|$)"
 }
 
 // bundleLabels are the HelmOp's own labels (the shard label among them),
