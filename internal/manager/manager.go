@@ -162,9 +162,19 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	kubeclient.LimitInFlight(cfg, opts.MaxInFlight)
+	if !opts.DisableHelmOps {
+		served, err := helmOpsServed(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if !served {
+			ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
+			opts.DisableHelmOps = true
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
-		Cache:  shardCache(opts.ShardID),
+		Cache:  shardCache(opts.ShardID, !opts.DisableHelmOps),
 		// Lists and watches on a connection of their own (watchconn.go).
 		NewCache: newCacheOnOwnConnection,
 		// Several managers may run in one process (shards and replicas in

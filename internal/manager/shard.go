@@ -33,11 +33,10 @@ func ShardSelector(id string) labels.Selector {
 // The unsharded replica still caches every BundleDeployment: it alone runs
 // the cluster status and Content controllers, which count a cluster's
 // deployments of all shards. Clusters and ClusterGroups are seen by all.
-func shardCache(id string) cache.Options {
+func shardCache(id string, helmOps bool) cache.Options {
 	sel := ShardSelector(id)
 	by := map[client.Object]cache.ByObject{
 		&fleet.GitRepo{}: {Label: sel},
-		&fleet.HelmOp{}:  {Label: sel},
 		&fleet.Bundle{}:  {Label: sel},
 		// The only ClusterRoles the manager reads are the per-cluster
 		// Content roles; a management cluster may hold thousands of others.
@@ -45,6 +44,11 @@ func shardCache(id string) cache.Options {
 	}
 	if id != "" {
 		by[&fleet.BundleDeployment{}] = cache.ByObject{Label: sel}
+	}
+	// Only when the API server serves HelmOps: configuring the cache for a
+	// kind it does not know fails the manager's start.
+	if helmOps {
+		by[&fleet.HelmOp{}] = cache.ByObject{Label: sel}
 	}
 	// No controller reads managedFields, often a third of an object's size
 	// (a Cluster carries the fields of the agent, the registration and the

@@ -1,0 +1,108 @@
+// Package oldcrds starts the manager against a manager cluster whose CRDs
+// predate HelmOps (the manager chart upgraded before the fleet-crd chart):
+// it must run everything else rather than fail to start.
+package oldcrds
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/manager"
+	"github.com/fleetgo/fleet/internal/testenv"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
+)
+
+var upstream *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	var err error
+	if upstream, err = testenv.Start(testenv.Options{Name: "oldcrds"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = upstream.Stop()
+	os.Exit(code)
+}
+
+func TestManagerRunsWithoutTheHelmOpCRD(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := upstream.Client
+
+	// Take the HelmOp CRD away and wait until discovery no longer serves it.
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "helmops." + fleet.GroupVersion.Group}}
+	if err := c.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(upstream.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, 60*time.Second, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("crd still there: %v", err)
+		}
+		list, err := dc.ServerResourcesForGroupVersion(fleet.GroupVersion.String())
+		if err != nil {
+			return err
+		}
+		for _, r := range list.APIResources {
+			if r.Kind == "HelmOp" {
+				return fmt.Errorf("HelmOp still served")
+			}
+		}
+		return nil
+	})
+
+	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
+		BootstrapNamespace: fleet.BootstrapNamespace,
+	})
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+
+	// The rest of the manager works: the bootstrap creates the local
+	// Cluster and the targeting controller processes a Bundle.
+	fleettest.Eventually(t, 90*time.Second, func() error {
+		select {
+		case err := <-stopped:
+			t.Fatalf("the manager stopped: %v", err)
+		default:
+		}
+		return c.Get(ctx, client.ObjectKey{Namespace: fleet.BootstrapNamespace, Name: fleet.LocalClusterName}, &fleet.Cluster{})
+	})
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.BootstrapNamespace, Name: "cm"},
+		Spec: fleet.BundleSpec{Resources: []fleet.BundleResource{{Name: "cm.yaml", Content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"}}}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, 90*time.Second, func() error {
+		got := &fleet.Bundle{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), got); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("bundle not processed: %+v", got.Status)
+		}
+		return nil
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("the manager stopped: %v", err)
+	default:
+	}
+}
