@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -200,42 +199,16 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// Finalize is the deletion step of a Bundle's owner (a GitRepo, a HelmOp):
-// it deletes the Bundles of the owner's namespace that carry labels (the
-// targeting controller then removes their deployments, unless
-// keepResources), then removes finalizer from the owner. An owner without
-// the finalizer is left alone.
-func Finalize(ctx context.Context, c client.Client, owner client.Object, finalizer string, labels map[string]string) error {
-	if !controllerutil.ContainsFinalizer(owner, finalizer) {
+// DeleteBundles is the clean-up of a Bundle owner being deleted (a GitRepo,
+// a HelmOp; see package finalizer): it deletes the Bundles of namespace
+// that carry labels, and the targeting controller then removes their
+// deployments, unless keepResources.
+func DeleteBundles(ctx context.Context, c client.Client, namespace string, labels map[string]string) error {
+	err := c.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(namespace), client.MatchingLabels(labels))
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if err := c.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(owner.GetNamespace()),
-		client.MatchingLabels(labels)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	base, ok := owner.DeepCopyObject().(client.Object)
-	if !ok {
-		return fmt.Errorf("finalize: %T is not a client.Object", owner)
-	}
-	controllerutil.RemoveFinalizer(owner, finalizer)
-	if err := c.Patch(ctx, owner, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
-}
-
-// EnsureFinalizer adds finalizer to a Bundle owner that lacks it, so that
-// deleting the owner waits for Finalize.
-func EnsureFinalizer(ctx context.Context, c client.Client, owner client.Object, finalizer string) error {
-	if controllerutil.ContainsFinalizer(owner, finalizer) {
-		return nil
-	}
-	base, ok := owner.DeepCopyObject().(client.Object)
-	if !ok {
-		return fmt.Errorf("finalizer: %T is not a client.Object", owner)
-	}
-	controllerutil.AddFinalizer(owner, finalizer)
-	return c.Patch(ctx, owner, client.MergeFrom(base))
+	return err
 }
 
 // OwnerOf maps a Bundle to a reconcile request for the owner its label

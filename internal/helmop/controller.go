@@ -19,8 +19,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +34,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
+	"github.com/fleetgo/fleet/internal/finalizer"
 )
 
 // Finalizer makes deleting a HelmOp delete its Bundle first.
@@ -120,10 +121,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if !op.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, op)
+	deleting, err := finalizer.Handle(ctx, r.Client, op, Finalizer, func(ctx context.Context) error {
+		return apply.DeleteBundles(ctx, r.Client, op.Namespace, map[string]string{fleet.HelmOpLabel: op.Name})
+	})
+	if deleting {
+		if err == nil {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
-	if err := apply.EnsureFinalizer(ctx, r.Client, op, Finalizer); err != nil {
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -153,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Polling: pollingInterval(op, r.Opts.MinPollingInterval) > 0,
 		Built:   st.err == nil && st.generation == op.Generation,
 	}, bundle)
-	if !equalStatus(read.Status, op.Status) {
+	if !equality.Semantic.DeepEqual(read.Status, op.Status) {
 		if err := r.Client.Status().Patch(ctx, op, client.MergeFrom(read)); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -275,15 +282,6 @@ func (r *Reconciler) currentBundle(ctx context.Context, op *fleet.HelmOp) (*flee
 	return &list.Items[0], nil
 }
 
-// finalize deletes the HelmOp's Bundle and drops the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, op *fleet.HelmOp) error {
-	if err := apply.Finalize(ctx, r.Client, op, Finalizer, map[string]string{fleet.HelmOpLabel: op.Name}); err != nil {
-		return err
-	}
-	r.forget(client.ObjectKeyFromObject(op))
-	return nil
-}
-
 func (r *Reconciler) stateOf(key types.NamespacedName) *buildState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -328,16 +326,4 @@ func backoff(n int, limit time.Duration) time.Duration {
 // their repositories in lockstep.
 func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d)/10+1))
-}
-
-func equalStatus(a, b fleet.HelmOpStatus) bool {
-	return a.ObservedGeneration == b.ObservedGeneration && a.Version == b.Version &&
-		equalTime(a.LastPollingTime, b.LastPollingTime) && equalJSON(a.StatusBase, b.StatusBase)
-}
-
-func equalTime(a, b *metav1.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(b)
 }

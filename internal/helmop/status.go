@@ -1,7 +1,6 @@
 package helmop
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -144,12 +143,4 @@ func pollingInterval(op *fleet.HelmOp, floor time.Duration) time.Duration {
 		return 0
 	}
 	return max(iv.Duration, floor)
-}
-
-// equalJSON compares two status parts by their serialized form, which is
-// what a status patch would change.
-func equalJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }

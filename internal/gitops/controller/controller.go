@@ -25,6 +25,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
+	"github.com/fleetgo/fleet/internal/finalizer"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
@@ -151,10 +152,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if !repo.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, repo)
+	deleting, err := finalizer.Handle(ctx, r.Client, repo, Finalizer, func(ctx context.Context) error {
+		return apply.DeleteBundles(ctx, r.Client, repo.Namespace, map[string]string{fleet.RepoLabel: repo.Name})
+	})
+	if deleting {
+		if err == nil {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
-	if err := apply.EnsureFinalizer(ctx, r.Client, repo, Finalizer); err != nil {
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -165,15 +172,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// finalize deletes the GitRepo's Bundles and drops the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, repo *fleet.GitRepo) error {
-	if err := apply.Finalize(ctx, r.Client, repo, Finalizer, map[string]string{fleet.RepoLabel: repo.Name}); err != nil {
-		return err
-	}
-	r.forget(client.ObjectKeyFromObject(repo))
-	return nil
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) {
