@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -51,6 +52,12 @@ func (r *refusal) Error() string { return r.msg }
 // hands it over in the c-* Secret that only the registering token can read.
 type RegistrationReconciler struct {
 	reconcilerBase
+
+	// readGranted records the registrations (by UID) whose read grant of
+	// the hand-over Secret this process has written ahead of the grant, so
+	// that the grant itself does not write it again. Lost on a restart,
+	// after which the grant writes it once more (create or apply).
+	readGranted sync.Map
 }
 
 // SetupWithManager registers the controller; a Cluster change (its
@@ -132,6 +139,7 @@ func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !reg.DeletionTimestamp.IsZero() {
+		r.readGranted.Delete(reg.UID)
 		if err := r.revoke(ctx, reg); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -196,16 +204,6 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The Cluster controller creates the cluster namespace (contract 1);
-	// the Cluster's status change wakes this registration up. A short wait
-	// writes no condition, so that a registration costs one status write;
-	// a long one is shown.
-	if cluster.Status.Namespace == "" {
-		if time.Since(cluster.CreationTimestamp.Time) > namespaceWaitShown {
-			setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ReasonWaitingNamespace, "waiting for the namespace of cluster "+cluster.Name, reg.Generation)
-		}
-		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
-	}
 
 	// One metadata update before any credential object exists: the
 	// finalizer (deleting the registration revokes what it was granted)
@@ -224,18 +222,46 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		}
 	}
 
-	g := r.grantOf(reg, cluster.Name)
 	secretName := names.RegistrationSecretName(reg.Spec.ClientID, reg.Spec.ClientRandom)
 	labels := map[string]string{
 		fleet.ManagedLabel: "true", fleet.ClusterLabel: cluster.Name, fleet.ClusterRegistrationNS: reg.Namespace,
 		labelCredentialOf: reg.Name, labelTokenOf: tok.Name, labelTokenNamespace: tok.Namespace,
 	}
-	// The ServiceAccount, its RBAC and the read grant of the hand-over
-	// Secret do not depend on each other: they are written together, and
-	// before the Secret, so that the agent polling for the Secret can read
-	// it, and use the credential in it, as soon as it exists.
 	role, binding := credsAccess(r.Opts.SystemRegistrationNamespace, secretName, TokenSAName(tok), tok.Namespace, labels)
-	if err := ensureAll(ctx, r.Client, append(g.objects(), role, binding)); err != nil {
+	_, readGranted := r.readGranted.Load(reg.UID)
+
+	// The Cluster controller creates the cluster namespace (contract 1);
+	// the Cluster's status change wakes this registration up. A short wait
+	// writes no condition, so that a registration costs one status write;
+	// a long one is shown.
+	if cluster.Status.Namespace == "" {
+		// The read grant of the hand-over Secret comes first, ahead of the
+		// credential: with it the agent stops polling (a 403 each time)
+		// and watches for its Secret by name, which costs the API server
+		// nothing while a burst of registrations queues here.
+		if !readGranted {
+			if err := ensureAll(ctx, r.Client, []client.Object{role, binding}); err != nil {
+				return ctrl.Result{}, err
+			}
+			r.readGranted.Store(reg.UID, struct{}{})
+		}
+		if time.Since(cluster.CreationTimestamp.Time) > namespaceWaitShown {
+			setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ReasonWaitingNamespace, "waiting for the namespace of cluster "+cluster.Name, reg.Generation)
+		}
+		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
+	}
+
+	// The ServiceAccount, its RBAC and (unless written ahead) the read
+	// grant of the hand-over Secret do not depend on each other: they are
+	// written together, and before the Secret, so that the agent waiting
+	// for the Secret can read it, and use the credential in it, as soon as
+	// it exists.
+	g := r.grantOf(reg, cluster.Name)
+	objs := g.objects()
+	if !readGranted {
+		objs = append(objs, role, binding)
+	}
+	if err := ensureAll(ctx, r.Client, objs); err != nil {
 		return ctrl.Result{}, err
 	}
 	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
@@ -260,6 +286,7 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	if err := r.deleteOlder(ctx, reg); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.readGranted.Delete(reg.UID)
 	reg.Status.Granted = true
 	reg.Status.ClusterName = cluster.Name
 	setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionTrue, ReasonGranted, "credential issued for cluster "+cluster.Name, reg.Generation)

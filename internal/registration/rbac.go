@@ -85,13 +85,15 @@ func (g grant) objects() []client.Object {
 	return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding, content}
 }
 
-// credsAccess lets the import ServiceAccount of a token `get` exactly one
-// registration secret (resourceNames), and `delete` it once the agent has
-// stored the credential; nothing else in that namespace.
+// credsAccess lets the import ServiceAccount of a token read exactly one
+// registration secret (resourceNames): `get` it, or `list` and `watch` it by
+// name (a field selector on metadata.name, which is how the agent waits for
+// it), and `delete` it once the agent has stored the credential; nothing
+// else in that namespace.
 func credsAccess(ns, secretName, tokenSA, tokenNS string, labels map[string]string) (*rbacv1.Role, *rbacv1.RoleBinding) {
 	name := secretName + "-creds"
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "delete"}, ResourceNames: []string{secretName}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "delete"}, ResourceNames: []string{secretName}}}}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: tokenSA, Namespace: tokenNS}}}

@@ -243,7 +243,7 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	ca := TrustedCA(ctx, b.APIServerURL, b.APIServerCA, cfg.AgentTLSMode)
 	importCfg := &rest.Config{Host: b.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: ca},
-		BearerToken: b.Token, Timeout: 30 * time.Second}
+		BearerToken: b.Token, Timeout: requestTimeout}
 	up, err := upstreamClient(importCfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the manager client: %w", err)
@@ -273,40 +273,28 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	secretName := names.RegistrationSecretName(clientID, random)
 	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
-	wait := opts.PollInterval
-	maxWait := max(min(opts.PollInterval*10, MaxPollWait), opts.PollInterval)
-	deadline := time.Now().Add(opts.Timeout)
-	for {
-		s := &corev1.Secret{}
-		err := up.Get(ctx, client.ObjectKey{Namespace: b.SystemRegistrationNamespace, Name: secretName}, s)
-		switch {
-		case err == nil:
-			cred := newCredential(b.APIServerURL, ca, string(s.Data["token"]))
-			cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
-			cred.ClusterNamespace = string(s.Data["clusterNamespace"])
-			cred.ClusterName = string(s.Data["clusterName"])
-			if cred.Token() == "" || cred.DeploymentNamespace == "" {
-				return nil, errors.New("registration secret is incomplete")
-			}
-			cred.handover = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
-			return cred, waitUsable(ctx, cred, opts.PollInterval)
-		case apierrors.IsUnauthorized(err):
-			return nil, fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", b.TokenName, ErrRefused)
-		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-			// Not granted yet (the read grant comes with the secret).
-		default:
-			l.Info("waiting for registration", "error", err.Error())
+	s, err := awaitHandover(ctx, handoverWait{
+		Config: importCfg, Namespace: b.SystemRegistrationNamespace, Name: secretName,
+		PollInterval: opts.PollInterval, Deadline: time.Now().Add(opts.Timeout),
+	})
+	if err != nil {
+		if errors.Is(err, ErrRefused) {
+			return nil, fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", b.TokenName, err)
 		}
-		if time.Now().After(deadline) {
+		if errors.Is(err, errNotGranted) {
 			return nil, fmt.Errorf("registration %s was not granted within %s (see its status conditions on the manager)", reg.Name, opts.Timeout)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(Jitter(wait)):
-		}
-		wait = min(wait*2, maxWait)
+		return nil, err
 	}
+	cred := newCredential(b.APIServerURL, ca, string(s.Data["token"]))
+	cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
+	cred.ClusterNamespace = string(s.Data["clusterNamespace"])
+	cred.ClusterName = string(s.Data["clusterName"])
+	if cred.Token() == "" || cred.DeploymentNamespace == "" {
+		return nil, errors.New("registration secret is incomplete")
+	}
+	cred.handover = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
+	return cred, waitUsable(ctx, cred, opts.PollInterval)
 }
 
 // waitUsable waits until the new credential is accepted. The manager
@@ -381,7 +369,7 @@ func Renew(ctx context.Context, downstream client.Client, ns string, cred *Crede
 // requests a client otherwise makes before its first request: with a
 // thousand agents registering at once, those would be thousands of reads
 // of the API server's largest documents.
-func upstreamClient(cfg *rest.Config) (client.Client, error) {
+func upstreamClient(cfg *rest.Config) (client.WithWatch, error) {
 	m := meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range []schema.GroupVersionKind{
 		fleet.GroupVersion.WithKind("ClusterRegistration"),
@@ -391,7 +379,7 @@ func upstreamClient(cfg *rest.Config) (client.Client, error) {
 	} {
 		m.Add(gvk, meta.RESTScopeNamespace)
 	}
-	return client.New(cfg, client.Options{Scheme: scheme.Scheme, Mapper: m})
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme, Mapper: m})
 }
 
 // Jitter spreads d by up to +20%.

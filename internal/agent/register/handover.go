@@ -1,0 +1,143 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// errNotGranted means the deadline passed before the hand-over Secret
+// appeared.
+var errNotGranted = errors.New("registration not granted in time")
+
+// maxWatchWait bounds one watch for the hand-over Secret; the agent lists
+// again after it (a watch the API server or a proxy cut is also a re-list).
+const maxWatchWait = 5 * time.Minute
+
+// requestTimeout bounds one request of the registration client.
+const requestTimeout = 30 * time.Second
+
+// handoverWait says which hand-over Secret to wait for, with which
+// credential (the registration token), and for how long.
+type handoverWait struct {
+	Config       *rest.Config
+	Namespace    string
+	Name         string
+	PollInterval time.Duration
+	Deadline     time.Time
+}
+
+// awaitHandover returns the hand-over Secret once the manager has written
+// it. Until the manager grants the token read access to that one Secret,
+// each check is refused (403) and the agent polls with a growing, jittered
+// wait. Once it may read it, it lists it by name and watches it from that
+// list's resourceVersion: the Secret arrives the moment it is written, and
+// a burst of agents waiting in the manager's queue costs the API server an
+// open watch each instead of a request every few seconds.
+func awaitHandover(ctx context.Context, w handoverWait) (*corev1.Secret, error) {
+	l := log.FromContext(ctx)
+	c, err := watchClient(w.Config)
+	if err != nil {
+		return nil, err
+	}
+	wait := w.PollInterval
+	maxWait := max(min(w.PollInterval*10, MaxPollWait), w.PollInterval)
+	byName := client.MatchingFields{"metadata.name": w.Name}
+	for {
+		list := &corev1.SecretList{}
+		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		err := c.List(lctx, list, client.InNamespace(w.Namespace), byName)
+		cancel()
+		if err == nil {
+			if len(list.Items) > 0 {
+				return &list.Items[0], nil
+			}
+			s, werr := watchHandover(ctx, c, w, list.ResourceVersion)
+			switch {
+			case s != nil:
+				return s, nil
+			case werr == nil && time.Now().After(w.Deadline):
+				return nil, errNotGranted
+			case werr == nil:
+				// The watch ended (its timeout, or the connection): list again.
+				continue
+			}
+			err = werr
+		}
+		switch {
+		case apierrors.IsUnauthorized(err):
+			return nil, ErrRefused
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+			// Not granted yet.
+		default:
+			l.Info("waiting for registration", "error", err.Error())
+		}
+		if time.Now().After(w.Deadline) {
+			return nil, errNotGranted
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(Jitter(wait)):
+		}
+		wait = min(wait*2, maxWait)
+	}
+}
+
+// watchHandover watches the one Secret from resourceVersion rv until it is
+// added (returned) or the watch ends (nil, nil).
+func watchHandover(ctx context.Context, c client.WithWatch, w handoverWait, rv string) (*corev1.Secret, error) {
+	timeout := max(min(time.Until(w.Deadline), Jitter(maxWatchWait)), time.Second)
+	seconds := int64(timeout / time.Second)
+	// The server ends the watch after timeout; the context also ends it
+	// when the server or the connection went silent.
+	ctx, cancel := context.WithTimeout(ctx, timeout+requestTimeout)
+	defer cancel()
+	wi, err := c.Watch(ctx, &corev1.SecretList{},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: &seconds}},
+		client.InNamespace(w.Namespace), client.MatchingFields{"metadata.name": w.Name})
+	if err != nil {
+		return nil, err
+	}
+	defer wi.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return nil, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if s, isSecret := ev.Object.(*corev1.Secret); isSecret && s.Name == w.Name {
+					return s, nil
+				}
+			case watch.Error:
+				if st, isStatus := ev.Object.(*metav1.Status); isStatus {
+					return nil, apierrors.FromObject(st)
+				}
+				return nil, fmt.Errorf("watching the registration secret: %v", ev.Object)
+			}
+		}
+	}
+}
+
+// watchClient is the registration client without the request timeout of
+// the other calls, which would cut every watch after that long.
+func watchClient(cfg *rest.Config) (client.WithWatch, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0
+	return upstreamClient(cfg)
+}
