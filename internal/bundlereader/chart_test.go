@@ -2,8 +2,6 @@ package bundlereader
 
 import (
 	"context"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/testenv/helmrepo"
 )
 
 func readOne(t *testing.T, dir string, opts Options) (*fleet.Bundle, error) {
@@ -51,12 +50,10 @@ func mustHaveChart(t *testing.T, b *fleet.Bundle, h *fleet.HelmOptions, name, ve
 }
 
 func TestChartFromHTTPRepository(t *testing.T) {
-	r := newChartRepo()
+	srv := helmrepo.New(t, helmrepo.Options{})
 	for _, v := range []string{"1.0.0", "1.2.0", "2.0.0"} {
-		r.add(t, testChart(t, "mychart", v))
+		srv.Publish(t, helmrepo.Chart(t, "mychart", v))
 	}
-	srv := httptest.NewServer(r)
-	defer srv.Close()
 	dir := writeRepo(t, map[string]string{"fleet.yaml": `
 helm:
   repo: ` + srv.URL + `
@@ -110,15 +107,10 @@ targetCustomizations:
 }
 
 func TestChartRepositoryAuthAndTLS(t *testing.T) {
-	r := newChartRepo()
-	r.add(t, testChart(t, "secure", "0.1.0"))
-	r.user, r.password = "alice", "s3cret"
-	srv := httptest.NewUnstartedServer(r)
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are expected
-	srv.StartTLS()
-	defer srv.Close()
+	srv := helmrepo.New(t, helmrepo.Options{Username: "alice", Password: "s3cret", TLS: true})
+	srv.Publish(t, helmrepo.Chart(t, "secure", "0.1.0"))
 	dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + srv.URL + "\n  chart: secure\n"})
-	good := HelmAuth{Username: "alice", Password: "s3cret", CABundle: caPEM(srv)}
+	good := HelmAuth{Username: "alice", Password: "s3cret", CABundle: srv.CAPEM()}
 
 	cases := []struct {
 		name    string
@@ -126,8 +118,8 @@ func TestChartRepositoryAuthAndTLS(t *testing.T) {
 		wantErr string
 	}{
 		{name: "unknown CA", opts: Options{Auth: HelmAuth{Username: "alice", Password: "s3cret"}}, wantErr: "certificate"},
-		{name: "no credentials", opts: Options{Auth: HelmAuth{CABundle: caPEM(srv)}}, wantErr: "401 Unauthorized (check the Helm credentials)"},
-		{name: "wrong password", opts: Options{Auth: HelmAuth{Username: "alice", Password: "x", CABundle: caPEM(srv)}}, wantErr: "401"},
+		{name: "no credentials", opts: Options{Auth: HelmAuth{CABundle: srv.CAPEM()}}, wantErr: "401 Unauthorized (check the Helm credentials)"},
+		{name: "wrong password", opts: Options{Auth: HelmAuth{Username: "alice", Password: "x", CABundle: srv.CAPEM()}}, wantErr: "401"},
 		{name: "regex excludes repo", opts: Options{Auth: good, HelmRepoURLRegex: "^https://elsewhere"}, wantErr: "401"},
 		{name: "private CA", opts: Options{Auth: good}},
 		{name: "insecure", opts: Options{Auth: HelmAuth{Username: "alice", Password: "s3cret", InsecureSkipTLS: true}}},
@@ -154,7 +146,7 @@ func TestChartRepositoryAuthAndTLS(t *testing.T) {
 	}
 	t.Run("chart URL with basic auth", func(t *testing.T) {
 		dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/secure-0.1.0.tgz\n"})
-		if _, err := readOne(t, dir, Options{Auth: HelmAuth{CABundle: caPEM(srv)}}); err == nil || !strings.Contains(err.Error(), "401") {
+		if _, err := readOne(t, dir, Options{Auth: HelmAuth{CABundle: srv.CAPEM()}}); err == nil || !strings.Contains(err.Error(), "401") {
 			t.Fatalf("err = %v, want 401", err)
 		}
 		b, err := readOne(t, dir, Options{Auth: good})
@@ -166,7 +158,7 @@ func TestChartRepositoryAuthAndTLS(t *testing.T) {
 }
 
 func TestChartFromOCIRegistry(t *testing.T) {
-	host := ociRegistry(t, "", "", testChart(t, "ocichart", "1.0.0"), testChart(t, "ocichart", "1.1.0"))
+	host := ociRegistry(t, "", "", helmrepo.Chart(t, "ocichart", "1.0.0"), helmrepo.Chart(t, "ocichart", "1.1.0"))
 	cases := []struct {
 		name, fleetYAML, version string
 	}{
@@ -185,7 +177,7 @@ func TestChartFromOCIRegistry(t *testing.T) {
 		})
 	}
 	t.Run("basic auth", func(t *testing.T) {
-		host := ociRegistry(t, "bob", "pw", testChart(t, "private", "0.2.0"))
+		host := ociRegistry(t, "bob", "pw", helmrepo.Chart(t, "private", "0.2.0"))
 		dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: oci://" + host + "/charts/private\n  version: 0.2.0\n"})
 		if _, err := readOne(t, dir, Options{Auth: HelmAuth{BasicHTTP: true}}); err == nil {
 			t.Fatal("pull without credentials succeeded")
@@ -199,11 +191,9 @@ func TestChartFromOCIRegistry(t *testing.T) {
 }
 
 func TestChartDependencies(t *testing.T) {
-	r := newChartRepo()
-	r.add(t, testChart(t, "dep", "1.0.0"))
-	srv := httptest.NewServer(r)
-	defer srv.Close()
-	r.add(t, testChart(t, "parent", "1.0.0", &chartv2.Dependency{Name: "dep", Version: "1.x", Repository: srv.URL}))
+	srv := helmrepo.New(t, helmrepo.Options{})
+	srv.Publish(t, helmrepo.Chart(t, "dep", "1.0.0"))
+	srv.Publish(t, helmrepo.Chart(t, "parent", "1.0.0", &chartv2.Dependency{Name: "dep", Version: "1.x", Repository: srv.URL}))
 	files := map[string]string{
 		"fleet.yaml":                "helm:\n  chart: chart\n",
 		"chart/Chart.yaml":          "apiVersion: v2\nname: local\nversion: 0.1.0\ndependencies:\n- name: dep\n  version: 1.0.0\n  repository: " + srv.URL + "\n- name: sibling\n  version: 0.1.0\n  repository: file://../sibling\n",
@@ -244,10 +234,8 @@ func TestChartDependencies(t *testing.T) {
 }
 
 func TestChartZipBombRefused(t *testing.T) {
-	r := newChartRepo()
-	r.charts["bomb-1.0.0.tgz"] = zipBomb(t, 8<<20)
-	srv := httptest.NewServer(r)
-	defer srv.Close()
+	srv := helmrepo.New(t, helmrepo.Options{})
+	srv.PutFile("bomb-1.0.0.tgz", zipBomb(t, 8<<20))
 	dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  chart: " + srv.URL + "/bomb-1.0.0.tgz\n"})
 	_, err := readOne(t, dir, Options{Limits: Limits{MaxChartUncompressed: 2 << 20, MaxFileSize: 16 << 20}})
 	if err == nil || !strings.Contains(err.Error(), "zip bomb") {
@@ -282,7 +270,7 @@ func TestChartBadRepositoryContent(t *testing.T) {
 }
 
 func TestChartUnreachableRepository(t *testing.T) {
-	srv := httptest.NewServer(newChartRepo())
+	srv := helmrepo.New(t, helmrepo.Options{})
 	url := srv.URL
 	srv.Close()
 	dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  repo: " + url + "\n  chart: x\n"})

@@ -4,9 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/pem"
 	"io"
 	"log"
 	"net/http"
@@ -17,62 +14,10 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	helmreg "helm.sh/helm/v4/pkg/registry"
-	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
 )
-
-// testChart packages a small chart with the Helm SDK and returns the .tgz.
-func testChart(t *testing.T, name, version string, deps ...*chartv2.Dependency) []byte {
-	t.Helper()
-	c := &chartv2.Chart{
-		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: name, Version: version, Dependencies: deps},
-		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(
-			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  version: " + version + "\n")}},
-		Values: map[string]any{"greeting": "hello"},
-	}
-	dir := t.TempDir()
-	p, err := chartutil.Save(c, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// chartRepo is an in-process Helm HTTP repository.
-type chartRepo struct {
-	charts   map[string][]byte // file name -> tgz
-	index    *repo.IndexFile
-	user     string
-	password string
-	requests int
-}
-
-func newChartRepo() *chartRepo {
-	return &chartRepo{charts: map[string][]byte{}, index: repo.NewIndexFile()}
-}
-
-func (r *chartRepo) add(t *testing.T, data []byte) {
-	t.Helper()
-	files, err := extractTestMeta(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := files.Name + "-" + files.Version + ".tgz"
-	r.charts[file] = data
-	d := sha256.Sum256(data)
-	if err := r.index.MustAdd(files, file, "", hex.EncodeToString(d[:])); err != nil {
-		t.Fatal(err)
-	}
-	r.index.SortEntries()
-}
 
 func extractTestMeta(data []byte) (*chartv2.Metadata, error) {
 	_, files, err := extractChart(data, DefaultLimits)
@@ -81,35 +26,6 @@ func extractTestMeta(data []byte) (*chartv2.Metadata, error) {
 	}
 	meta := &chartv2.Metadata{}
 	return meta, yaml.Unmarshal(fileContent(files, "Chart.yaml"), meta)
-}
-
-func (r *chartRepo) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	r.requests++
-	if r.user != "" {
-		u, p, ok := req.BasicAuth()
-		if !ok || u != r.user || p != r.password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-	}
-	name := strings.TrimPrefix(req.URL.Path, "/")
-	if name == "index.yaml" {
-		out, _ := yaml.Marshal(r.index)
-		_, _ = w.Write(out)
-		return
-	}
-	data, ok := r.charts[name]
-	if !ok {
-		http.NotFound(w, req)
-		return
-	}
-	_, _ = w.Write(data)
-}
-
-// caPEM returns the PEM of a TLS test server's certificate.
-func caPEM(srv *httptest.Server) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
 // ociRegistry starts an in-process OCI registry (optionally behind basic

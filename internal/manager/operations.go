@@ -17,7 +17,8 @@ import (
 func setupOperations(_ context.Context, mgr ctrl.Manager, opts Options) error {
 	unsharded := opts.ShardID == ""
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		return metrics.Run(ctx, metrics.Source{Reader: mgr.GetCache(), ShardID: opts.ShardID, Clusters: unsharded})
+		return metrics.Run(ctx, metrics.Source{Reader: mgr.GetCache(), ShardID: opts.ShardID,
+			HelmOps: !opts.DisableHelmOps, Clusters: unsharded})
 	})); err != nil {
 		return err
 	}

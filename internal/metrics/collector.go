@@ -24,6 +24,11 @@ type Source struct {
 	// ShardID: only GitRepos, HelmOps, Bundles and BundleDeployments whose
 	// fleet.cattle.io/shard-ref equals it are reported ("" = unlabelled).
 	ShardID string
+	// HelmOps reports the HelmOp families. A manager whose HelmOp
+	// controller is off (fleet-controller --helmops=false, or CRDs older
+	// than HelmOps) leaves it false: listing them from its cache would
+	// start a cluster-wide HelmOp informer for the metrics alone.
+	HelmOps bool
 	// Clusters reports the Cluster and ClusterGroup families (the unsharded
 	// replica only: every shard sees every Cluster).
 	Clusters bool
@@ -146,11 +151,13 @@ func collectSource(s Source, emit emitFunc, repos map[string]bool) bool {
 			}
 		}
 	}
-	helmOps := &fleet.HelmOpList{}
-	if err := s.Reader.List(ctx, helmOps); err == nil {
-		for i := range helmOps.Items {
-			if mine(&helmOps.Items[i]) {
-				helmOpSamples(&helmOps.Items[i], emit)
+	if s.HelmOps {
+		helmOps := &fleet.HelmOpList{}
+		if err := s.Reader.List(ctx, helmOps); err == nil {
+			for i := range helmOps.Items {
+				if mine(&helmOps.Items[i]) {
+					helmOpSamples(&helmOps.Items[i], emit)
+				}
 			}
 		}
 	}

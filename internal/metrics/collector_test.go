@@ -1,10 +1,14 @@
 package metrics
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -30,10 +34,11 @@ func TestCollectorShardsAndDuplicates(t *testing.T) {
 		&fleet.BundleDeployment{ObjectMeta: obj("bd-a", "a")},
 		&fleet.GitRepo{ObjectMeta: obj("r-a", "a")},
 		&fleet.Cluster{ObjectMeta: obj("c1", "")},
+		&fleet.HelmOp{ObjectMeta: obj("h-none", "")},
 	).Build()
 
 	col := &collector{sources: map[int]Source{
-		0: {Reader: c, ShardID: "", Clusters: true, ListTimeout: 5e9},
+		0: {Reader: c, ShardID: "", Clusters: true, HelmOps: true, ListTimeout: 5e9},
 		1: {Reader: c, ShardID: "a", ListTimeout: 5e9},
 		2: {Reader: c, ShardID: "", Clusters: true, ListTimeout: 5e9}, // a second unsharded manager
 	}}
@@ -77,4 +82,40 @@ func TestCollectorShardsAndDuplicates(t *testing.T) {
 	check("fleet_gitrepo_ready_clusters", "r-a")
 	check("fleet_cluster_state", "c1")
 	check("fleet_gitrepo_fetch_latest_commit_success_total", "r-a")
+	check("fleet_helmop_ready_clusters", "h-none")
+}
+
+// listRecorder is a reader that records which kinds were listed.
+type listRecorder struct {
+	client.Reader
+	listed map[string]bool
+}
+
+func (l *listRecorder) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l.listed[fmt.Sprintf("%T", list)] = true
+	return l.Reader.List(ctx, list, opts...)
+}
+
+// TestCollectorHelmOpsOff: a manager whose HelmOp controller is off never
+// lists HelmOps (its cache would start an informer for them) and reports
+// none; one with it on does.
+func TestCollectorHelmOpsOff(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
+		&fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "h", Namespace: "ws"}}).Build()
+	for _, on := range []bool{false, true} {
+		rec := &listRecorder{Reader: c, listed: map[string]bool{}}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(&collector{sources: map[int]Source{0: {Reader: rec, HelmOps: on, ListTimeout: 5e9}}})
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reported := false
+		for _, mf := range mfs {
+			reported = reported || strings.HasPrefix(mf.GetName(), "fleet_helmop_")
+		}
+		if listed := rec.listed["*v1alpha1.HelmOpList"]; listed != on || reported != on {
+			t.Errorf("HelmOps %v: listed %v, reported %v; want both %v", on, listed, reported, on)
+		}
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,12 +27,12 @@ import (
 )
 
 // Chart packages a chart with one ConfigMap template (named after the
-// chart, its data the chart version and the value "greeting") and returns
-// the .tgz.
-func Chart(t testing.TB, name, version string) []byte {
+// chart, its data the chart version and the value "greeting") and the
+// given dependencies, and returns the .tgz.
+func Chart(t testing.TB, name, version string, deps ...*chartv2.Dependency) []byte {
 	t.Helper()
 	c := &chartv2.Chart{
-		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: name, Version: version},
+		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: name, Version: version, Dependencies: deps},
 		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  version: " + version +
 				"\n  greeting: {{ .Values.greeting | quote }}\n")}},
@@ -50,6 +53,9 @@ func Chart(t testing.TB, name, version string) []byte {
 type Options struct {
 	// Username and Password, when set, are required (basic auth).
 	Username, Password string
+	// TLS serves HTTPS with a certificate of its own (see CAPEM); failed
+	// handshakes, which such tests provoke, are not logged.
+	TLS bool
 }
 
 // Server is a running chart repository.
@@ -67,7 +73,13 @@ type Server struct {
 // New starts a repository that stops with the test.
 func New(t testing.TB, opts Options) *Server {
 	s := &Server{opts: opts, charts: map[string][]byte{}, index: repo.NewIndexFile()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opts.TLS {
+		s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
 	return s
@@ -89,6 +101,19 @@ func (s *Server) Publish(t testing.TB, tgz []byte) {
 		t.Fatal(err)
 	}
 	s.index.SortEntries()
+}
+
+// PutFile serves data under name without adding it to the index (a chart
+// URL, or content that is not a valid chart).
+func (s *Server) PutFile(name string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.charts[name] = data
+}
+
+// CAPEM is the PEM of the certificate a TLS server presents.
+func (s *Server) CAPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
 }
 
 // Close stops serving: requests fail as for an unreachable repository.
