@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/postrenderer"
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
@@ -249,19 +251,10 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err := d.CheckTargetNamespace(ctx, opts); err != nil {
 		return nil, err
 	}
-	ch, err := Render(in.Name, in.Manifest, opts)
+	// Bad content is reported before anything is written downstream.
+	src, err := renderSource(in.Manifest, opts)
 	if err != nil {
 		return nil, err
-	}
-	if ch.Metadata.Annotations == nil {
-		ch.Metadata.Annotations = map[string]string{}
-	}
-	ch.Metadata.Annotations[fleet.BundleIDAnnotation] = in.Name
-	ch.Metadata.Annotations[fleet.AgentNamespaceAnnotation] = d.agentNamespace
-	ch.Metadata.Annotations[fleet.ServiceAccountAnnotation] = opts.ServiceAccount
-	ch.Metadata.Annotations[fleet.KeepResourcesAnnotation] = fmt.Sprint(opts.KeepResources)
-	if in.Commit != "" {
-		ch.Metadata.Annotations[fleet.CommitAnnotation] = in.Commit
 	}
 	values, err := d.values(ctx, ns, helm)
 	if err != nil {
@@ -299,6 +292,20 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		applyCRDs: func(crds []*unstructured.Unstructured) error {
 			return applyCRDs(ctx, getter, crds, name, ns)
 		},
+	}
+	ch, postRender, err := chartOf(in.Name, src, pr)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Metadata.Annotations == nil {
+		ch.Metadata.Annotations = map[string]string{}
+	}
+	ch.Metadata.Annotations[fleet.BundleIDAnnotation] = in.Name
+	ch.Metadata.Annotations[fleet.AgentNamespaceAnnotation] = d.agentNamespace
+	ch.Metadata.Annotations[fleet.ServiceAccountAnnotation] = opts.ServiceAccount
+	ch.Metadata.Annotations[fleet.KeepResourcesAnnotation] = fmt.Sprint(opts.KeepResources)
+	if in.Commit != "" {
+		ch.Metadata.Annotations[fleet.CommitAnnotation] = in.Commit
 	}
 	labels := map[string]string{
 		StorageBundleIDLabel:      names.Limit(in.Name, 63),
@@ -345,7 +352,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		i.WaitStrategy, i.Timeout, i.WaitForJobs = wait, timeout, helm.WaitForJobs
 		i.SkipSchemaValidation = helm.SkipSchemaValidation
 		i.Labels = labels
-		i.PostRenderer = pr
+		i.PostRenderer = postRender
 		rel, err = i.RunWithContext(ctx, ch, values)
 	} else {
 		u := action.NewUpgrade(ac)
@@ -361,13 +368,37 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		u.WaitStrategy, u.Timeout, u.WaitForJobs = wait, timeout, helm.WaitForJobs
 		u.SkipSchemaValidation = helm.SkipSchemaValidation
 		u.Labels = labels
-		u.PostRenderer = pr
+		u.PostRenderer = postRender
 		rel, err = u.RunWithContext(ctx, name, ch, values)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return toRelease(rel)
+}
+
+// chartOf returns the chart to install and the post-renderer Helm must run
+// on it: pr for a Helm chart, none for a chart synthesized from final
+// manifests, which pr transforms before the chart is built (and whose CRDs
+// it creates right away).
+func chartOf(name string, src source, pr *postRenderer) (*chart.Chart, postrenderer.PostRenderer, error) {
+	if src.chart != nil {
+		return src.chart, pr, nil
+	}
+	docs, crds, err := pr.preRender(src.docs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := synthesizeChart(name, docs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(crds) > 0 && pr.applyCRDs != nil {
+		if err := pr.applyCRDs(crds); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ch, nil, nil
 }
 
 func maxHistory(h *fleet.HelmOptions) int {

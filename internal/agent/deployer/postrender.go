@@ -43,7 +43,9 @@ var ErrNamespace = errors.New("cluster-scoped object not allowed")
 
 // postRenderer enforces namespaces, labels every object for the drift
 // watcher and creates the bundle's CRDs before Helm maps the other objects,
-// so that custom resources of those CRDs install in the same pass.
+// so that custom resources of those CRDs install in the same pass. It runs
+// as Helm's post-renderer for charts, and before Helm (preRender) for the
+// charts the agent synthesizes.
 type postRenderer struct {
 	bdName           string
 	targetNamespace  string
@@ -57,11 +59,67 @@ type postRenderer struct {
 
 var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 
+// Run is the Helm post-renderer, for bundles that are Helm charts: their
+// templates are only known once Helm rendered them.
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	objs, err := decodeAll(in.Bytes())
 	if err != nil {
 		return nil, err
 	}
+	crds, err := p.transform(objs)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := writeAll(&out, objs); err != nil {
+		return nil, err
+	}
+	if len(crds) > 0 && p.applyCRDs != nil {
+		if err := p.applyCRDs(crds); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}
+
+// preRender applies the same rules to the files of a chart the agent
+// synthesizes from raw manifests or kustomize output, whose content is
+// final before Helm renders it (its templates only include the files).
+// Doing it here rather than in a post-renderer spares Helm's post-render
+// plumbing (merging every template into one annotated stream and splitting
+// it again, a YAML parse and write each), about a fifth of a deployment's
+// CPU. It returns the transformed files and the bundle's CRDs, which the
+// caller creates before Helm maps the other objects.
+func (p *postRenderer) preRender(docs []namedDoc) ([]namedDoc, []*unstructured.Unstructured, error) {
+	perDoc := make([][]*unstructured.Unstructured, len(docs))
+	var all []*unstructured.Unstructured
+	for i, d := range docs {
+		objs, err := decodeAll([]byte(d.content))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+		perDoc[i] = objs
+		all = append(all, objs...)
+	}
+	crds, err := p.transform(all)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]namedDoc, 0, len(docs))
+	for i, d := range docs {
+		var buf bytes.Buffer
+		if err := writeAll(&buf, perDoc[i]); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, namedDoc{name: d.name, content: buf.String()})
+	}
+	return out, crds, nil
+}
+
+// transform enforces namespaces and puts the drift watcher's label and
+// annotations on every object of one bundle, in place, and returns its
+// CRDs. A CRD in the bundle decides the scope of its kind.
+func (p *postRenderer) transform(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	crdScopes := map[schema.GroupKind]bool{} // kind -> namespaced
 	var crds []*unstructured.Unstructured
 	for _, o := range objs {
@@ -74,7 +132,6 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		crdScopes[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
 		crds = append(crds, o)
 	}
-	var out bytes.Buffer
 	for _, o := range objs {
 		namespaced := p.isNamespaced(o.GroupVersionKind(), crdScopes)
 		switch {
@@ -103,19 +160,21 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 			ann[ResourcePolicyAnnotation] = "keep"
 		}
 		o.SetAnnotations(ann)
+	}
+	return crds, nil
+}
+
+// writeAll writes objs as a YAML stream, one document each.
+func writeAll(out *bytes.Buffer, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
 		b, err := yaml.Marshal(o.Object)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out.WriteString("---\n")
 		out.Write(b)
 	}
-	if len(crds) > 0 && p.applyCRDs != nil {
-		if err := p.applyCRDs(crds); err != nil {
-			return nil, err
-		}
-	}
-	return &out, nil
+	return nil
 }
 
 func (p *postRenderer) isNamespaced(gvk schema.GroupVersionKind, crdScopes map[schema.GroupKind]bool) bool {

@@ -32,16 +32,34 @@ const chartDataDir = "manifests/"
 // chart under helm.chart when set, else a chart synthesized from the output
 // of kustomize or from the raw manifests with yaml.overlays applied.
 func Render(name string, m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (*chart.Chart, error) {
+	src, err := renderSource(m, opts)
+	if err != nil || src.chart != nil {
+		return src.chart, err
+	}
+	return synthesizeChart(name, src.docs)
+}
+
+// source is what a bundle deploys before it becomes a chart: the chart of a
+// Helm bundle, or the final manifests (docs) of any other bundle.
+type source struct {
+	chart *chart.Chart
+	docs  []namedDoc
+}
+
+// renderSource reads the bundle's chart, or builds its manifests with
+// kustomize or from raw files and overlays. Every error is ErrRender.
+func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (source, error) {
 	files := map[string]string{}
 	for _, r := range m.Resources {
 		content, err := manifest.Decode(r)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrRender, err)
+			return source{}, fmt.Errorf("%w: %v", ErrRender, err)
 		}
 		files[path.Clean(r.Name)] = content
 	}
 	if opts.Helm != nil && opts.Helm.Chart != "" {
-		return chartFromFiles(files, opts.Helm.Chart)
+		c, err := chartFromFiles(files, opts.Helm.Chart)
+		return source{chart: c}, err
 	}
 	var docs []namedDoc
 	var err error
@@ -61,9 +79,9 @@ func Render(name string, m *manifest.Manifest, opts fleet.BundleDeploymentOption
 		docs, err = rawManifests(files, overlays)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRender, err)
+		return source{}, fmt.Errorf("%w: %v", ErrRender, err)
 	}
-	return synthesizeChart(name, docs)
+	return source{docs: docs}, nil
 }
 
 type namedDoc struct {

@@ -3,8 +3,11 @@ package deployer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
@@ -127,5 +130,79 @@ func TestReleaseNameAndNamespace(t *testing.T) {
 		if got := ReleaseNamespace(tc.opts); got != tc.want {
 			t.Fatalf("namespace %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestPreRenderMatchesPostRender: for a synthesized chart the agent applies
+// its rules to the files before Helm (preRender) instead of in Helm's
+// post-renderer; both must yield the same objects, with the bundle's CRDs
+// deciding the scope of kinds in other files, and the same refusals.
+func TestPreRenderMatchesPostRender(t *testing.T) {
+	crd := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n" +
+		"spec: {group: example.com, scope: %s, names: {kind: Widget}}\n"
+	docs := func(scope string) []namedDoc {
+		return []namedDoc{
+			{name: "a.yaml", content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: other, labels: {app: x}}\ndata: {k: v}\n" +
+				"---\n# only a comment\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: ns1, namespace: bogus}\n"},
+			{name: "list.yaml", content: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: s}\n" +
+				"- apiVersion: example.com/v1\n  kind: Widget\n  metadata: {name: w1}\n"},
+			{name: "crd.yaml", content: fmt.Sprintf(crd, scope)},
+			{name: "empty.yaml", content: "\n"},
+		}
+	}
+	cases := []struct {
+		name  string
+		p     postRenderer
+		scope string
+	}{
+		{name: "release namespace", p: postRenderer{bdName: "bd", releaseNamespace: "rel", keepCRDs: true}, scope: "Namespaced"},
+		{name: "cluster-scoped custom kind", p: postRenderer{bdName: "bd2", releaseNamespace: "rel"}, scope: "Cluster"},
+		{name: "target namespace refuses cluster-scoped objects", p: postRenderer{bdName: "bd", releaseNamespace: "t", targetNamespace: "t"}, scope: "Namespaced"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stream bytes.Buffer
+			for _, d := range docs(tc.scope) {
+				stream.WriteString("---\n" + d.content)
+			}
+			post := tc.p
+			postOut, postErr := post.Run(&stream)
+			pre := tc.p
+			preDocs, crds, preErr := pre.preRender(docs(tc.scope))
+			if (postErr != nil) != (preErr != nil) || postErr != nil && !errors.Is(preErr, ErrNamespace) {
+				t.Fatalf("post-render err %v, pre-render err %v", postErr, preErr)
+			}
+			if postErr != nil {
+				return
+			}
+			var joined strings.Builder
+			for _, d := range preDocs {
+				joined.WriteString(d.content)
+			}
+			want, err := ObjectsOf(postOut.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ObjectsOf(joined.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 5 || !equality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("pre-render objects differ from post-render:\n got %v\nwant %v", got, want)
+			}
+			if len(crds) != 1 || crds[0].GetName() != "widgets.example.com" {
+				t.Errorf("CRDs %v, want widgets.example.com", crds)
+			}
+			if len(preDocs) != 4 || preDocs[1].name != "list.yaml" || strings.TrimSpace(preDocs[3].content) != "" {
+				t.Errorf("files not kept in order with their names: %v", preDocs)
+			}
+			w := got[3] // the Widget
+			wantNS := map[string]string{"Namespaced": "rel", "Cluster": ""}[tc.scope]
+			if w.GetKind() != "Widget" || w.GetNamespace() != wantNS || got[1].GetNamespace() != "" ||
+				w.GetLabels()[SetHashLabel] != SetHash(tc.p.bdName) || w.GetAnnotations()[SetIDAnnotation] != SetID(tc.p.bdName) {
+				t.Errorf("widget %s ns %q labels %v annotations %v; namespace object ns %q", w.GetKind(), w.GetNamespace(),
+					w.GetLabels(), w.GetAnnotations(), got[1].GetNamespace())
+			}
+		})
 	}
 }
