@@ -159,6 +159,7 @@ func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var ref *refusal
 	switch {
 	case errors.As(err, &ref):
+		r.readGranted.Delete(reg.UID)
 		log.Info("refusing cluster registration", "reason", ref.reason, "message", ref.msg, "clientID", reg.Spec.ClientID)
 		setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ref.reason, ref.msg, reg.Generation)
 		err = nil
