@@ -21,7 +21,10 @@ var errNotGranted = errors.New("registration not granted in time")
 
 // maxWatchWait bounds one watch for the hand-over Secret; the agent lists
 // again after it (a watch the API server or a proxy cut is also a re-list).
-const maxWatchWait = 5 * time.Minute
+// An open watch is not authenticated again, so this is also how soon an
+// agent whose registration token expired or was deleted meanwhile hears
+// it (401 on the next list).
+const maxWatchWait = time.Minute
 
 // requestTimeout bounds one request of the registration client.
 const requestTimeout = 30 * time.Second
