@@ -14,11 +14,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,10 +73,41 @@ func (r *RegistrationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("cluster-registration").
 		// Status and metadata updates (our own) need no reconcile; waits are
 		// RequeueAfter or the Cluster watch.
-		For(&fleet.ClusterRegistration{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
+		Watches(&fleet.ClusterRegistration{}, newFirst, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&fleet.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.registrationsOfCluster)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
 		Complete(r)
+}
+
+// NewRegistrationPriority is the queue priority of a registration the
+// manager has not seen before (the default is 0). Its first pass is cheap
+// (the Cluster, the read grant of its hand-over Secret) and lets its agent
+// stop polling, so in a sustained stream of registrations it goes ahead of
+// the credential writes of earlier ones, which follow at the default
+// priority. A refused check costs the API server more the more
+// registrations wait: RBAC evaluates every read grant of the token.
+const NewRegistrationPriority = 10
+
+// newFirst enqueues a new ClusterRegistration (not one of the informer's
+// initial list) with NewRegistrationPriority, anything else as usual.
+var newFirst = handler.TypedFuncs[client.Object, reconcile.Request]{
+	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && !e.IsInInitialList {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(NewRegistrationPriority)}, req)
+			return
+		}
+		q.Add(req)
+	},
+	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)})
+	},
+	DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+	},
+	GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+	},
 }
 
 func (r *RegistrationReconciler) registrationsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
@@ -249,7 +284,8 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		if time.Since(cluster.CreationTimestamp.Time) > namespaceWaitShown {
 			setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ReasonWaitingNamespace, "waiting for the namespace of cluster "+cluster.Name, reg.Generation)
 		}
-		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
+		// The credential, next, waits its turn (see NewRegistrationPriority).
+		return ctrl.Result{RequeueAfter: jitter(5 * time.Second), Priority: ptr.To(0)}, nil
 	}
 
 	// The ServiceAccount, its RBAC and (unless written ahead) the read

@@ -1,12 +1,17 @@
 package registration
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
@@ -173,5 +178,33 @@ func TestWakeOnCluster(t *testing.T) {
 				t.Fatalf("wakeOnCluster = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNewRegistrationsFirst: a registration the manager has not seen is
+// queued ahead of other work (its first pass lets its agent stop polling);
+// the informer's initial list and updates are not.
+func TestNewRegistrationsFirst(t *testing.T) {
+	reg := func(name string) *fleet.ClusterRegistration {
+		return &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws", ResourceVersion: "1"}}
+	}
+	changed := reg("updated")
+	changed.ResourceVersion = "2"
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	ctx := context.Background()
+	newFirst.Create(ctx, event.CreateEvent{Object: reg("listed"), IsInInitialList: true}, q)
+	newFirst.Update(ctx, event.UpdateEvent{ObjectOld: reg("updated"), ObjectNew: changed}, q)
+	newFirst.Create(ctx, event.CreateEvent{Object: reg("new")}, q)
+	want := []struct {
+		name     string
+		priority int
+	}{{"new", NewRegistrationPriority}, {"updated", 0}, {"listed", handler.LowPriority}}
+	for _, w := range want {
+		item, prio, _ := q.GetWithPriority()
+		if item.Name != w.name || prio != w.priority {
+			t.Errorf("got %s with priority %d, want %s with %d", item.Name, prio, w.name, w.priority)
+		}
+		q.Done(item)
 	}
 }
