@@ -393,10 +393,8 @@ func chartOf(name string, src source, pr *postRenderer) (*chart.Chart, postrende
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(crds) > 0 && pr.applyCRDs != nil {
-		if err := pr.applyCRDs(crds); err != nil {
-			return nil, nil, err
-		}
+	if err := pr.createCRDs(crds); err != nil {
+		return nil, nil, err
 	}
 	return ch, nil, nil
 }

@@ -74,12 +74,19 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	if err := writeAll(&out, objs); err != nil {
 		return nil, err
 	}
-	if len(crds) > 0 && p.applyCRDs != nil {
-		if err := p.applyCRDs(crds); err != nil {
-			return nil, err
-		}
+	if err := p.createCRDs(crds); err != nil {
+		return nil, err
 	}
 	return &out, nil
+}
+
+// createCRDs creates the bundle's CRDs (applyCRDs) before Helm maps the
+// other objects.
+func (p *postRenderer) createCRDs(crds []*unstructured.Unstructured) error {
+	if len(crds) == 0 || p.applyCRDs == nil {
+		return nil
+	}
+	return p.applyCRDs(crds)
 }
 
 // preRender applies the same rules to the files of a chart the agent

@@ -28,17 +28,6 @@ var ErrRender = errors.New("render")
 // only include them, so "{{" inside a raw manifest is never templated.
 const chartDataDir = "manifests/"
 
-// Render turns a bundle manifest into the Helm chart that is installed: the
-// chart under helm.chart when set, else a chart synthesized from the output
-// of kustomize or from the raw manifests with yaml.overlays applied.
-func Render(name string, m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (*chart.Chart, error) {
-	src, err := renderSource(m, opts)
-	if err != nil || src.chart != nil {
-		return src.chart, err
-	}
-	return synthesizeChart(name, src.docs)
-}
-
 // source is what a bundle deploys before it becomes a chart: the chart of a
 // Helm bundle, or the final manifests (docs) of any other bundle.
 type source struct {
@@ -46,8 +35,10 @@ type source struct {
 	docs  []namedDoc
 }
 
-// renderSource reads the bundle's chart, or builds its manifests with
-// kustomize or from raw files and overlays. Every error is ErrRender.
+// renderSource turns a bundle manifest into what is installed: the chart
+// under helm.chart when set, else the output of kustomize or the raw
+// manifests with yaml.overlays applied, from which Deploy synthesizes a
+// chart (chartOf). Every error is ErrRender.
 func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (source, error) {
 	files := map[string]string{}
 	for _, r := range m.Resources {

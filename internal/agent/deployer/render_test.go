@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -26,9 +27,20 @@ func mf(t *testing.T, files map[string]string) *manifest.Manifest {
 	return m
 }
 
+// render is the chart Deploy installs for a bundle, before its objects get
+// the agent's rules: the bundle's own chart, or one synthesized from its
+// manifests.
+func render(name string, m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (*chart.Chart, error) {
+	src, err := renderSource(m, opts)
+	if err != nil || src.chart != nil {
+		return src.chart, err
+	}
+	return synthesizeChart(name, src.docs)
+}
+
 func chartData(t *testing.T, files map[string]string, opts fleet.BundleDeploymentOptions) string {
 	t.Helper()
-	c, err := Render("b", mf(t, files), opts)
+	c, err := render("b", mf(t, files), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +70,7 @@ func TestRenderOverlays(t *testing.T) {
 			t.Fatalf("unexpected %q in\n%s", bad, got)
 		}
 	}
-	_, err := Render("b", mf(t, map[string]string{"overlays/o/x_patch.yaml": "a: b"}), fleet.BundleDeploymentOptions{YAML: &fleet.YAMLOptions{Overlays: []string{"o"}}})
+	_, err := render("b", mf(t, map[string]string{"overlays/o/x_patch.yaml": "a: b"}), fleet.BundleDeploymentOptions{YAML: &fleet.YAMLOptions{Overlays: []string{"o"}}})
 	if !errors.Is(err, ErrRender) {
 		t.Fatalf("patch of a missing file: err = %v", err)
 	}
@@ -74,14 +86,14 @@ func TestRenderKustomizeDir(t *testing.T) {
 	if !strings.Contains(got, "namespace: kns") || strings.Contains(got, "other") {
 		t.Fatalf("kustomize output:\n%s", got)
 	}
-	_, err := Render("b", mf(t, map[string]string{"kustomization.yaml": "resources: [missing.yaml]\n"}), fleet.BundleDeploymentOptions{})
+	_, err := render("b", mf(t, map[string]string{"kustomization.yaml": "resources: [missing.yaml]\n"}), fleet.BundleDeploymentOptions{})
 	if !errors.Is(err, ErrRender) {
 		t.Fatalf("bad kustomization: err = %v", err)
 	}
 }
 
 func TestRenderChartNotFound(t *testing.T) {
-	_, err := Render("b", mf(t, map[string]string{"a.yaml": "x: y"}), fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Chart: ".chart/x/c"}})
+	_, err := render("b", mf(t, map[string]string{"a.yaml": "x: y"}), fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Chart: ".chart/x/c"}})
 	if !errors.Is(err, ErrRender) || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("err = %v", err)
 	}
