@@ -88,26 +88,22 @@ func (r *RegistrationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // registrations wait: RBAC evaluates every read grant of the token.
 const NewRegistrationPriority = 10
 
-// newFirst enqueues a new ClusterRegistration (not one of the informer's
-// initial list) with NewRegistrationPriority, anything else as usual.
-var newFirst = handler.TypedFuncs[client.Object, reconcile.Request]{
-	CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && !e.IsInInitialList {
-			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(NewRegistrationPriority)}, req)
-			return
-		}
-		q.Add(req)
-	},
-	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)})
-	},
-	DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
-	},
-	GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
-	},
+// newFirstHandler enqueues a new ClusterRegistration (not one of the
+// informer's initial list) with NewRegistrationPriority, and every other
+// event as controller-runtime's EnqueueRequestForObject does.
+type newFirstHandler struct {
+	handler.EnqueueRequestForObject
+}
+
+var newFirst = &newFirstHandler{}
+
+func (h *newFirstHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && e.Object != nil && !e.IsInInitialList {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(NewRegistrationPriority)},
+			reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+		return
+	}
+	h.EnqueueRequestForObject.Create(ctx, e, q)
 }
 
 func (r *RegistrationReconciler) registrationsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
