@@ -39,6 +39,11 @@ type handoverWait struct {
 	Deadline     time.Time
 }
 
+// selector lists or watches the one Secret: the read grant names it.
+func (w handoverWait) selector() []client.ListOption {
+	return []client.ListOption{client.InNamespace(w.Namespace), client.MatchingFields{"metadata.name": w.Name}}
+}
+
 // awaitHandover returns the hand-over Secret once the manager has written
 // it. Until the manager grants the token read access to that one Secret,
 // each check is refused (403) and the agent polls with a growing, jittered
@@ -54,11 +59,10 @@ func awaitHandover(ctx context.Context, w handoverWait) (*corev1.Secret, error) 
 	}
 	wait := w.PollInterval
 	maxWait := max(min(w.PollInterval*10, MaxPollWait), w.PollInterval)
-	byName := client.MatchingFields{"metadata.name": w.Name}
 	for {
 		list := &corev1.SecretList{}
 		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		err := c.List(lctx, list, client.InNamespace(w.Namespace), byName)
+		err := c.List(lctx, list, w.selector()...)
 		cancel()
 		if err == nil {
 			if len(list.Items) > 0 {
@@ -107,9 +111,9 @@ func watchHandover(ctx context.Context, c client.WithWatch, w handoverWait, rv s
 	// when the server or the connection went silent.
 	ctx, cancel := context.WithTimeout(ctx, timeout+requestTimeout)
 	defer cancel()
-	wi, err := c.Watch(ctx, &corev1.SecretList{},
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: &seconds}},
-		client.InNamespace(w.Namespace), client.MatchingFields{"metadata.name": w.Name})
+	opts := append([]client.ListOption{&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: &seconds}}},
+		w.selector()...)
+	wi, err := c.Watch(ctx, &corev1.SecretList{}, opts...)
 	if err != nil {
 		return nil, err
 	}
