@@ -23,6 +23,7 @@ import (
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
+	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
@@ -208,6 +209,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if err := serve.SetupWithdraw(mgr); err != nil {
 			return nil, err
 		}
+	}
+	if opts.ContentAPI.Enabled() && opts.ShardID == "" && opts.ContentAPI.Credentials == nil {
+		// The registration controller (unsharded) hands credentials over
+		// through the content API of this process.
+		opts.ContentAPI.Credentials = registration.NewCredentials()
 	}
 	if opts.ContentAPI.Enabled() && opts.ContentAPI.Published == nil {
 		// Shared by the bundle reconciler (writes) and the content API

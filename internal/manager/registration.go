@@ -22,5 +22,12 @@ func setupRegistration(ctx context.Context, mgr ctrl.Manager, opts Options) erro
 		AgentImage:                  opts.AgentImage,
 		Workers:                     opts.Workers,
 		ContentRBAC:                 opts.ContentRBAC(),
+		Credentials:                 credentialsOf(opts),
 	})
+}
+
+// credentialsOf is the content API's credential hand-over, if it is on.
+func credentialsOf(opts Options) *registration.Credentials {
+	c, _ := opts.ContentAPI.Credentials.(*registration.Credentials)
+	return c
 }

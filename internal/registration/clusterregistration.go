@@ -260,7 +260,10 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		labelCredentialOf: reg.Name, labelTokenOf: tok.Name, labelTokenNamespace: tok.Namespace,
 	}
 	role, binding := credsAccess(r.Opts.SystemRegistrationNamespace, secretName, TokenSAName(tok), tok.Namespace, labels)
+	// Through the content API the agent needs no read grant, and no Secret.
+	viaAPI := r.Opts.Credentials.enabledFor(reg)
 	_, readGranted := r.readGranted.Load(reg.UID)
+	needReadGrant := !viaAPI && !readGranted
 
 	// The Cluster controller creates the cluster namespace (contract 1);
 	// the Cluster's status change wakes this registration up. A short wait
@@ -271,7 +274,7 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		// credential: with it the agent stops polling (a 403 each time)
 		// and watches for its Secret by name, which costs the API server
 		// nothing while a burst of registrations queues here.
-		if !readGranted {
+		if needReadGrant {
 			if err := ensureAll(ctx, r.Client, []client.Object{role, binding}); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -291,30 +294,16 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	// it exists.
 	g := r.grantOf(reg, cluster.Name)
 	objs := g.objects()
-	if !readGranted {
+	if needReadGrant {
 		objs = append(objs, role, binding)
 	}
 	if err := ensureAll(ctx, r.Client, objs); err != nil {
 		return ctrl.Result{}, err
 	}
-	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
-	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
-	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: g.SA, Namespace: g.ClusterNamespace}}, tr); err != nil {
-		return ctrl.Result{}, fmt.Errorf("requesting agent token: %w", err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.Opts.SystemRegistrationNamespace, Labels: labels},
-		Type:       fleet.SecretTypeAgentCredential,
-		Data: map[string][]byte{
-			"token":               []byte(tr.Status.Token),
-			"deploymentNamespace": []byte(g.ClusterNamespace),
-			"clusterNamespace":    []byte(reg.Namespace),
-			"clusterName":         []byte(cluster.Name),
-			"systemNamespace":     []byte(r.Opts.SystemNamespace),
-		},
-	}
-	if err := ensure(ctx, r.Client, secret); err != nil {
-		return ctrl.Result{}, err
+	if !viaAPI {
+		if err := r.writeHandover(ctx, g, secretName, labels); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := r.deleteOlder(ctx, reg); err != nil {
 		return ctrl.Result{}, err
@@ -323,8 +312,40 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	reg.Status.Granted = true
 	reg.Status.ClusterName = cluster.Name
 	setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionTrue, ReasonGranted, "credential issued for cluster "+cluster.Name, reg.Generation)
-	log.Info("granted cluster registration", "cluster", cluster.Name, "clusterNamespace", g.ClusterNamespace)
+	log.Info("granted cluster registration", "cluster", cluster.Name, "clusterNamespace", g.ClusterNamespace, "handover", handoverOf(viaAPI))
+	if viaAPI {
+		return ctrl.Result{}, nil
+	}
 	return ctrl.Result{RequeueAfter: jitter(r.Opts.DeliveryCheck)}, nil
+}
+
+func handoverOf(viaAPI bool) string {
+	if viaAPI {
+		return "content API"
+	}
+	return "Secret"
+}
+
+// writeHandover mints the credential and writes it into the hand-over
+// Secret, which only the registration token can read.
+func (r *RegistrationReconciler) writeHandover(ctx context.Context, g grant, secretName string, labels map[string]string) error {
+	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: g.SA, Namespace: g.ClusterNamespace}}, tr); err != nil {
+		return fmt.Errorf("requesting agent token: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.Opts.SystemRegistrationNamespace, Labels: labels},
+		Type:       fleet.SecretTypeAgentCredential,
+		Data: map[string][]byte{
+			"token":               []byte(tr.Status.Token),
+			"deploymentNamespace": []byte(g.ClusterNamespace),
+			"clusterNamespace":    []byte(g.Workspace),
+			"clusterName":         []byte(g.Cluster),
+			"systemNamespace":     []byte(r.Opts.SystemNamespace),
+		},
+	}
+	return ensure(ctx, r.Client, secret)
 }
 
 // findOrCreateCluster returns the Cluster of reg's clientID in reg's
@@ -415,7 +436,10 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 // its credential), and both when the agent never came for it within
 // RegistrationSecretTTL.
 func (r *RegistrationReconciler) afterGrant(ctx context.Context, reg *fleet.ClusterRegistration) (ctrl.Result, error) {
-	if delivered(reg) {
+	if delivered(reg) || r.Opts.Credentials.enabledFor(reg) {
+		// Through the content API nothing was written for the hand-over.
+		// (The API stops handing the credential out after
+		// RegistrationSecretTTL by itself.)
 		return ctrl.Result{}, nil
 	}
 	c := meta.FindStatusCondition(reg.Status.Conditions, ConditionGranted)

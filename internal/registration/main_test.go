@@ -36,6 +36,10 @@ import (
 var (
 	up   *testenv.Cluster
 	down []*testenv.Cluster
+	// creds is the manager's content API credential hand-over, called
+	// directly (no aggregation layer serves it here, so agents in this
+	// package ask for Secrets, as with a manager without the content API).
+	creds = registration.NewCredentials()
 )
 
 const (
@@ -96,6 +100,7 @@ func run(m *testing.M) int {
 			APIServerCA:        up.Config.CAData,
 			BootstrapNamespace: fleet.BootstrapNamespace,
 			Workers:            4,
+			Credentials:        creds,
 		})
 	}
 	if err != nil {

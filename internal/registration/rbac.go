@@ -101,7 +101,8 @@ func credsAccess(ns, secretName, tokenSA, tokenNS string, labels map[string]stri
 }
 
 // tokenObjects are the import ServiceAccount of a ClusterRegistrationToken
-// and its only permission: create ClusterRegistrations in the workspace.
+// and its only permissions: create ClusterRegistrations in the workspace,
+// and fetch the credential of a registration it made (contentapi).
 func tokenObjects(tokenName, ns, sa string, owner metav1.OwnerReference) []client.Object {
 	meta := metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tokenName},
 		OwnerReferences: []metav1.OwnerReference{owner}}
@@ -110,6 +111,9 @@ func tokenObjects(tokenName, ns, sa string, owner metav1.OwnerReference) []clien
 		&corev1.ServiceAccount{ObjectMeta: m(sa)},
 		&rbacv1.Role{ObjectMeta: m(sa + "-role"), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"clusterregistrations"}, Verbs: []string{"create"}},
+			// The manager hands each credential only to the token its
+			// registration was made with (Credentials).
+			{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.CredentialResource}, Verbs: []string{"get", "watch"}},
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: m(sa + "-to-role"),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa + "-role"},

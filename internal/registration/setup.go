@@ -71,6 +71,11 @@ type Options struct {
 	// that does not serve the content API. Off, an agent reads them
 	// through the content API with its namespaced Role alone.
 	ContentRBAC bool
+	// Credentials, when set, hands credentials over through the content
+	// API to agents that ask for it (contentapi.HandoverAnnotation); the
+	// same value must serve the content API (serve.Options.Credentials).
+	// Nil: every credential is handed over in a Secret.
+	Credentials *Credentials
 }
 
 // Defaults fills unset options.
@@ -138,6 +143,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("indexing cluster registrations: %w", err)
+	}
+	if opts.Credentials != nil {
+		if err := opts.Credentials.setup(ctx, mgr, opts); err != nil {
+			return fmt.Errorf("credential hand-over: %w", err)
+		}
 	}
 	base := reconcilerBase{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Opts: opts, Config: mgr.GetConfig()}
 	if err := (&TokenReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {

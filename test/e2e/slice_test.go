@@ -75,6 +75,10 @@ func TestVerticalSlice(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "bootstrap secret is deleted after registration")
 
+	// The agent got its credential from the manager's content API, and
+	// nobody else can get it there (see credentialHandover).
+	t.Run("credential hand-over", func(t *testing.T) { credentialHandover(t, ctx, ws, cluster) })
+
 	// 4. A user applies a bundle with the CLI, targeted at env=dev.
 	dir := t.TempDir()
 	write := func(name, content string) {

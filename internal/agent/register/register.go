@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
@@ -264,6 +265,16 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 			Labels: map[string]string{fleet.RegistrationTokenLabel: b.TokenName}},
 		Spec: fleet.ClusterRegistrationSpec{ClientID: clientID, ClientRandom: random, ClusterLabels: labels},
 	}
+	api, err := newCredentialAPI(importCfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the manager client: %w", err)
+	}
+	// Ask for the hand-over through the content API only when the manager
+	// serves it; otherwise (or with Rancher Fleet's manager) a Secret.
+	viaAPI := api.served(ctx)
+	if viaAPI {
+		reg.Annotations = map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}
+	}
 	if err := up.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
 		// AlreadyExists: an earlier attempt's request, which still counts.
 		if apierrors.IsUnauthorized(err) {
@@ -271,20 +282,23 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 		}
 		return nil, fmt.Errorf("creating cluster registration in %s: %w", b.ClusterNamespace, err)
 	}
-	secretName := names.RegistrationSecretName(clientID, random)
 	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
+	if viaAPI {
+		c, err := api.await(ctx, b.ClusterNamespace, reg.Name, opts.PollInterval, time.Now().Add(opts.Timeout))
+		if err != nil {
+			return nil, registrationError(err, reg.Name, b.TokenName, opts.Timeout)
+		}
+		cred := newCredential(b.APIServerURL, ca, c.Token)
+		cred.DeploymentNamespace, cred.ClusterNamespace, cred.ClusterName = c.DeploymentNamespace, c.ClusterNamespace, c.ClusterName
+		return cred, waitUsable(ctx, cred, opts.PollInterval)
+	}
+	secretName := names.RegistrationSecretName(clientID, random)
 	s, err := awaitHandover(ctx, handoverWait{
 		Config: importCfg, Namespace: b.SystemRegistrationNamespace, Name: secretName,
 		PollInterval: opts.PollInterval, Deadline: time.Now().Add(opts.Timeout),
 	})
 	if err != nil {
-		if errors.Is(err, ErrRefused) {
-			return nil, fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", b.TokenName, err)
-		}
-		if errors.Is(err, errNotGranted) {
-			return nil, fmt.Errorf("registration %s was not granted within %s (see its status conditions on the manager)", reg.Name, opts.Timeout)
-		}
-		return nil, err
+		return nil, registrationError(err, reg.Name, b.TokenName, opts.Timeout)
 	}
 	cred := newCredential(b.APIServerURL, ca, string(s.Data["token"]))
 	cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
@@ -295,6 +309,21 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	cred.handover = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
 	return cred, waitUsable(ctx, cred, opts.PollInterval)
+}
+
+// registrationError says why waiting for the credential of registration
+// name, made with token, failed.
+func registrationError(err error, name, token string, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, ErrRefused) && err.Error() != ErrRefused.Error():
+		// The manager's own reason (content API hand-over).
+		return fmt.Errorf("registration %s with token %q: %w", name, token, err)
+	case errors.Is(err, ErrRefused):
+		return fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", token, err)
+	case errors.Is(err, errNotGranted):
+		return fmt.Errorf("registration %s was not granted within %s (see its status conditions on the manager)", name, timeout)
+	}
+	return err
 }
 
 // waitUsable waits until the new credential is accepted. The manager

@@ -50,6 +50,10 @@ type Options struct {
 	// ago; with it, a Content read for a deployment the cache has not seen
 	// yet needs no GET of that deployment (nil: always GET).
 	Published *contentapi.Published
+	// Credentials, when set, also serves registering agents their
+	// credential (registrationcredentials); the manager replica that runs
+	// the registration controller sets it.
+	Credentials contentapi.Credentials
 }
 
 // Enabled reports whether the content API is on.
@@ -76,7 +80,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 		return fmt.Errorf("content API: %w", err)
 	}
 	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}),
-		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published}}
+		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published, credentials: opts.Credentials}}
 	if err := mgr.Add(s); err != nil {
 		return err
 	}
@@ -153,6 +157,7 @@ const (
 	authConfigMap      = "extension-apiserver-authentication"
 	keyRequestHeaderCA = "requestheader-client-ca-file"
 	keyAllowedNames    = "requestheader-allowed-names"
+	keyUserHeaders     = "requestheader-username-headers"
 )
 
 func (s *server) loadFrontProxy(ctx context.Context) error {
@@ -174,7 +179,13 @@ func (s *server) loadFrontProxy(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", keyAllowedNames, err)
 		}
 	}
-	s.h.proxy.Store(&frontProxy{pool: pool, names: names})
+	userHeaders := []string{"X-Remote-User"}
+	if raw := cm.Data[keyUserHeaders]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &userHeaders); err != nil {
+			return fmt.Errorf("%s: %w", keyUserHeaders, err)
+		}
+	}
+	s.h.proxy.Store(&frontProxy{pool: pool, names: names, userHeaders: userHeaders})
 	return nil
 }
 

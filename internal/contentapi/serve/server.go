@@ -34,6 +34,9 @@ import (
 type frontProxy struct {
 	pool  *x509.CertPool
 	names []string
+	// userHeaders carry the authenticated user of a proxied request
+	// (kube-apiserver --requestheader-username-headers).
+	userHeaders []string
 }
 
 // handler answers discovery and GETs of BundleContents.
@@ -56,6 +59,9 @@ type handler struct {
 	// its bytes, so an entry never goes stale, and a rollout to thousands
 	// of clusters reads each new Content from etcd once.
 	contents contentCache
+	// credentials hands registering agents their credential (nil: this
+	// replica does not serve registrationcredentials).
+	credentials contentapi.Credentials
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,11 +79,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, &g)
 		return
 	case "/apis/" + contentapi.Group + "/" + contentapi.Version:
+		resources := []metav1.APIResource{{Name: contentapi.Resource, Namespaced: true, Kind: contentapi.Kind, Verbs: metav1.Verbs{"get"}}}
+		if h.credentials != nil {
+			resources = append(resources, metav1.APIResource{Name: contentapi.CredentialResource, Namespaced: true,
+				Kind: contentapi.CredentialKind, Verbs: metav1.Verbs{"get", "watch"}})
+		}
 		writeJSON(w, http.StatusOK, &metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: contentapi.Group + "/" + contentapi.Version,
-			APIResources: []metav1.APIResource{{Name: contentapi.Resource, Namespaced: true, Kind: contentapi.Kind, Verbs: metav1.Verbs{"get"}}},
+			APIResources: resources,
 		})
+		return
+	}
+	if ns, name, ok := parseCredentialPath(path); ok {
+		h.serveCredential(w, r, ns, name)
 		return
 	}
 	ns, name, ok := parsePath(path)

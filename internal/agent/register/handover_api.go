@@ -1,0 +1,160 @@
+package register
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetgo/fleet/internal/contentapi"
+)
+
+// credentialAPI is the registration token's client of the manager's
+// registrationcredentials (package contentapi): the credential hand-over
+// that writes nothing on the manager's API server.
+type credentialAPI struct {
+	rest rest.Interface
+}
+
+// newCredentialAPI builds the client on the registration token's config,
+// without its request timeout (a watch lasts longer).
+func newCredentialAPI(cfg *rest.Config) (*credentialAPI, error) {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 0
+	c.GroupVersion = &schema.GroupVersion{}
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	rc, err := rest.UnversionedRESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return &credentialAPI{rest: rc}, nil
+}
+
+// served reports whether the manager hands credentials over through the
+// content API (discovery lists registrationcredentials). Any failure means
+// no: the agent then asks for, and waits for, a hand-over Secret.
+func (a *credentialAPI) served(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	raw, err := a.rest.Get().AbsPath("/apis/" + contentapi.Group + "/" + contentapi.Version).Do(ctx).Raw()
+	if err != nil {
+		return false
+	}
+	list := &metav1.APIResourceList{}
+	if json.Unmarshal(raw, list) != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == contentapi.CredentialResource {
+			return true
+		}
+	}
+	return false
+}
+
+// await watches for the credential of registration ns/name until it comes
+// (returned), the manager refuses the registration (ErrRefused, with the
+// manager's reason), the token is refused (ErrRefused) or the deadline
+// passes (errNotGranted). A watch waits in the manager at no cost to the
+// API server's storage; failures to start one (the manager restarting, its
+// RBAC cache lagging) are retried with a growing, jittered wait.
+func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval time.Duration, deadline time.Time) (*contentapi.RegistrationCredential, error) {
+	l := log.FromContext(ctx)
+	wait := pollInterval
+	maxWait := max(min(pollInterval*10, MaxPollWait), pollInterval)
+	for {
+		timeout := max(min(time.Until(deadline), Jitter(maxWatchWait)), time.Second)
+		cred, err := a.watchOnce(ctx, ns, name, timeout)
+		switch {
+		case cred != nil:
+			return cred, nil
+		case err == nil:
+			// The watch ended without news: watch again.
+			if time.Now().After(deadline) {
+				return nil, errNotGranted
+			}
+			wait = pollInterval
+			continue
+		case errors.Is(err, ErrRefused):
+			return nil, err
+		case apierrors.IsUnauthorized(err):
+			return nil, ErrRefused
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default:
+			l.Info("waiting for registration", "error", err.Error())
+		}
+		if time.Now().After(deadline) {
+			return nil, errNotGranted
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(Jitter(wait)):
+		}
+		wait = min(wait*2, maxWait)
+	}
+}
+
+// watchOnce runs one watch of the credential: the credential, a refusal
+// (wrapping ErrRefused), nil, nil when the watch ended empty, or the error
+// that kept it from starting.
+func (a *credentialAPI) watchOnce(ctx context.Context, ns, name string, timeout time.Duration) (*contentapi.RegistrationCredential, error) {
+	// The server ends the watch after timeout; the context also ends it
+	// when the server or the connection went silent.
+	ctx, cancel := context.WithTimeout(ctx, timeout+requestTimeout)
+	defer cancel()
+	stream, err := a.rest.Get().AbsPath(contentapi.CredentialPath(ns)).
+		Param("watch", "true").
+		Param("fieldSelector", "metadata.name="+name).
+		Param("timeoutSeconds", strconv.Itoa(int(timeout/time.Second))).
+		Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stream.Close() }()
+	var ev struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	if err := json.NewDecoder(stream).Decode(&ev); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the credential watch: %w", err)
+	}
+	switch ev.Type {
+	case "ADDED", "MODIFIED":
+		cred := &contentapi.RegistrationCredential{}
+		if err := json.Unmarshal(ev.Object, cred); err != nil {
+			return nil, fmt.Errorf("decoding the credential: %w", err)
+		}
+		if cred.Token == "" || cred.DeploymentNamespace == "" {
+			return nil, errors.New("the manager handed over an incomplete credential")
+		}
+		return cred, nil
+	case "ERROR":
+		st := &metav1.Status{}
+		if err := json.Unmarshal(ev.Object, st); err != nil {
+			return nil, fmt.Errorf("decoding the credential watch's error: %w", err)
+		}
+		if st.Reason == metav1.StatusReasonForbidden {
+			// The manager's verdict on this registration, not RBAC's on the
+			// request (that would have been a 403 before the watch began).
+			return nil, fmt.Errorf("%w: %s", ErrRefused, st.Message)
+		}
+		return nil, apierrors.FromObject(st)
+	}
+	return nil, fmt.Errorf("unexpected event %q in the credential watch", ev.Type)
+}

@@ -1,0 +1,243 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/names"
+)
+
+// Credentials hands granted credentials to registering agents through the
+// content API (contentapi.Credentials), for registrations that ask for it
+// (contentapi.HandoverAnnotation): no hand-over Secret, no read grant for
+// it, nothing to delete afterwards. A caller gets the credential of a
+// registration only if it is the ServiceAccount of the registration token
+// the registration names, and only within RegistrationSecretTTL of the
+// grant (the life of a hand-over Secret). Each fetch mints a new token of
+// the cluster's ServiceAccount; deleting the registration or the Cluster
+// revokes them all (the ServiceAccount goes).
+//
+// It reads the manager's cache only, so any replica whose cache holds
+// ClusterRegistrations and tokens can answer, leader or not.
+type Credentials struct {
+	cache  client.Reader
+	writer client.Client
+	opts   Options
+
+	mu      sync.Mutex
+	waiters map[types.NamespacedName]*waiter
+}
+
+// waiter is the open watches of one registration: ch closes at the
+// registration's next change.
+type waiter struct {
+	ch chan struct{}
+	n  int
+}
+
+// NewCredentials returns Credentials to pass as Options.Credentials and to
+// the content API; Setup connects it to the manager.
+func NewCredentials() *Credentials {
+	return &Credentials{waiters: map[types.NamespacedName]*waiter{}}
+}
+
+// enabledFor reports whether reg's credential is handed over by c.
+func (c *Credentials) enabledFor(reg *fleet.ClusterRegistration) bool {
+	return c != nil && reg.Annotations[contentapi.HandoverAnnotation] == contentapi.HandoverContentAPI
+}
+
+// setup reads through mgr's cache and wakes watches on every change of a
+// ClusterRegistration that the cache sees.
+func (c *Credentials) setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	inf, err := mgr.GetCache().GetInformer(ctx, &fleet.ClusterRegistration{})
+	if err != nil {
+		return err
+	}
+	wake := func(o any) {
+		if reg, ok := o.(*fleet.ClusterRegistration); ok {
+			c.wake(client.ObjectKeyFromObject(reg))
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    wake,
+		UpdateFunc: func(_, o any) { wake(o) },
+	}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.cache, c.writer, c.opts = mgr.GetClient(), mgr.GetClient(), opts
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Credentials) wait(key types.NamespacedName) (<-chan struct{}, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.waiters[key]
+	if w == nil {
+		w = &waiter{ch: make(chan struct{})}
+		c.waiters[key] = w
+	}
+	w.n++
+	return w.ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w.n--
+		if w.n == 0 && c.waiters[key] == w {
+			delete(c.waiters, key)
+		}
+	}
+}
+
+func (c *Credentials) wake(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.waiters[key]; w != nil {
+		close(w.ch)
+		delete(c.waiters, key)
+	}
+}
+
+// Credential implements contentapi.Credentials.
+func (c *Credentials) Credential(ctx context.Context, req contentapi.CredentialRequest) (*contentapi.RegistrationCredential, error) {
+	c.mu.Lock()
+	cache := c.cache
+	c.mu.Unlock()
+	if cache == nil {
+		return nil, apierrors.NewServiceUnavailable("the registration controller is starting")
+	}
+	key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
+	for {
+		var (
+			changed <-chan struct{}
+			release = func() {}
+		)
+		if req.Wait {
+			// Before the read: a change between the read and the wait
+			// still wakes it.
+			changed, release = c.wait(key)
+		}
+		reg := &fleet.ClusterRegistration{}
+		err := cache.Get(ctx, key, reg)
+		switch {
+		case apierrors.IsNotFound(err):
+			// The agent may be ahead of the cache.
+		case err != nil:
+			release()
+			return nil, apierrors.NewInternalError(fmt.Errorf("reading registration: %w", err))
+		default:
+			if cred, err := c.answer(ctx, req.User, reg); cred != nil || err != nil {
+				release()
+				return cred, err
+			}
+		}
+		if !req.Wait {
+			return nil, apierrors.NewNotFound(contentapi.CredentialGroupResource, req.Name)
+		}
+		select {
+		case <-ctx.Done():
+			release()
+			return nil, nil
+		case <-changed:
+			release()
+		}
+	}
+}
+
+// answer returns reg's credential for user, an error when user may not
+// have it, or nil, nil while reg is not granted yet.
+func (c *Credentials) answer(ctx context.Context, user string, reg *fleet.ClusterRegistration) (*contentapi.RegistrationCredential, error) {
+	var tok *fleet.ClusterRegistrationToken
+	if name := reg.Labels[fleet.RegistrationTokenLabel]; name != "" {
+		tok = &fleet.ClusterRegistrationToken{}
+		if err := c.cache.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: name}, tok); err != nil {
+			tok = nil
+		}
+	}
+	ready, err := handoverVerdict(reg, tok, user, c.opts.RegistrationSecretTTL, time.Now())
+	if !ready || err != nil {
+		return nil, err
+	}
+	saName, clusterNS := RequestSAName(reg), names.ClusterNamespace(reg.Namespace, reg.Status.ClusterName)
+	seconds := int64(c.opts.AgentTokenTTL / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: saName, Namespace: clusterNS}}
+	if err := c.writer.SubResource("token").Create(ctx, sa, tr); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, credentialForbidden(reg, "the credential was revoked")
+		}
+		return nil, apierrors.NewInternalError(fmt.Errorf("requesting agent token: %w", err))
+	}
+	return &contentapi.RegistrationCredential{
+		TypeMeta:            metav1.TypeMeta{Kind: contentapi.CredentialKind, APIVersion: contentapi.Group + "/" + contentapi.Version},
+		ObjectMeta:          metav1.ObjectMeta{Name: reg.Name, Namespace: reg.Namespace},
+		Token:               tr.Status.Token,
+		DeploymentNamespace: clusterNS,
+		ClusterNamespace:    reg.Namespace,
+		ClusterName:         reg.Status.ClusterName,
+		SystemNamespace:     c.opts.SystemNamespace,
+	}, nil
+}
+
+// handoverVerdict decides, from the cache alone, whether user gets the
+// credential of reg now (true), later (false, nil: not granted yet) or
+// never (a Forbidden error). tok is the registration token reg names (nil
+// when it does not exist). Only that token's ServiceAccount may have it,
+// only when reg asked for the content API hand-over, and only within ttl
+// of the grant.
+func handoverVerdict(reg *fleet.ClusterRegistration, tok *fleet.ClusterRegistrationToken, user string, ttl time.Duration, now time.Time) (bool, error) {
+	if tok == nil || user != serviceAccountUser(tok.Namespace, TokenSAName(tok)) {
+		return false, credentialForbidden(reg, "only the registration token this registration was made with may fetch its credential")
+	}
+	if reg.Annotations[contentapi.HandoverAnnotation] != contentapi.HandoverContentAPI {
+		return false, credentialForbidden(reg, "this registration's credential is handed over in a Secret (it did not ask for "+contentapi.HandoverAnnotation+")")
+	}
+	cond := meta.FindStatusCondition(reg.Status.Conditions, ConditionGranted)
+	if !reg.Status.Granted {
+		if cond != nil && refused(cond.Reason) {
+			return false, credentialForbidden(reg, "registration refused: "+cond.Message)
+		}
+		return false, nil
+	}
+	grantedAt := reg.CreationTimestamp.Time
+	if cond != nil {
+		grantedAt = cond.LastTransitionTime.Time
+	}
+	if now.Sub(grantedAt) > ttl {
+		return false, credentialForbidden(reg, fmt.Sprintf("the credential was granted more than %s ago and is no longer handed over; register again", ttl))
+	}
+	return true, nil
+}
+
+func credentialForbidden(reg *fleet.ClusterRegistration, msg string) error {
+	return apierrors.NewForbidden(contentapi.CredentialGroupResource, reg.Name, errors.New(msg))
+}
+
+// refused reports whether a Granted condition's reason is a refusal (bad
+// input, not retried) rather than a wait or a transient error.
+func refused(reason string) bool {
+	switch reason {
+	case ReasonInvalid, ReasonUnknownToken, ReasonTokenExpired, ReasonOtherWorkspace, ReasonNameConflict:
+		return true
+	}
+	return false
+}
+
+// serviceAccountUser is the user name the API server gives a
+// ServiceAccount's tokens.
+func serviceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
