@@ -210,9 +210,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, err
 		}
 	}
-	if opts.ContentAPI.Enabled() && opts.ShardID == "" && opts.ContentAPI.Credentials == nil {
-		// The registration controller (unsharded) hands credentials over
-		// through the content API of this process.
+	if opts.ContentAPI.Enabled() && opts.ContentAPI.Credentials == nil {
+		// Every replica's content API hands registering agents their
+		// credential (the agent's request may reach any of them); the
+		// registration controller (unsharded) grants them.
 		opts.ContentAPI.Credentials = registration.NewCredentials()
 	}
 	if opts.ContentAPI.Enabled() && opts.ContentAPI.Published == nil {
@@ -226,6 +227,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 		if err := c.Setup(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	if creds := credentialsOf(opts); creds != nil {
+		// Set up already by the registration controllers, unless sharded.
+		if err := creds.Setup(ctx, mgr, registrationOptions(opts)); err != nil {
+			return nil, err
 		}
 	}
 	if opts.ContentAPI.Enabled() {

@@ -11,7 +11,12 @@ import (
 // setupRegistration adds the registration controllers (tokens,
 // registrations, cluster namespaces, imports, local bootstrap).
 func setupRegistration(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	return registration.Setup(ctx, mgr, registration.Options{
+	return registration.Setup(ctx, mgr, registrationOptions(opts))
+}
+
+// registrationOptions are the registration area's options of opts.
+func registrationOptions(opts Options) registration.Options {
+	return registration.Options{
 		SystemNamespace:             opts.SystemNamespace,
 		SystemRegistrationNamespace: opts.SystemRegistrationNamespace,
 		APIServerURL:                opts.APIServerURL,
@@ -23,7 +28,7 @@ func setupRegistration(ctx context.Context, mgr ctrl.Manager, opts Options) erro
 		Workers:                     opts.Workers,
 		ContentRBAC:                 opts.ContentRBAC(),
 		Credentials:                 credentialsOf(opts),
-	})
+	}
 }
 
 // credentialsOf is the content API's credential hand-over, if it is on.

@@ -61,9 +61,19 @@ func (c *Credentials) enabledFor(reg *fleet.ClusterRegistration) bool {
 	return c != nil && reg.Annotations[contentapi.HandoverAnnotation] == contentapi.HandoverContentAPI
 }
 
-// setup reads through mgr's cache and wakes watches on every change of a
-// ClusterRegistration that the cache sees.
-func (c *Credentials) setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+// Setup connects c to mgr: it reads through mgr's cache and wakes watches
+// on every change of a ClusterRegistration that the cache sees. Setup (of
+// the registration controllers) calls it; a manager replica without them
+// (a shard) calls it itself, so that every replica behind the content API
+// answers alike. A second call does nothing.
+func (c *Credentials) Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	opts.Defaults()
+	c.mu.Lock()
+	done := c.cache != nil
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
 	inf, err := mgr.GetCache().GetInformer(ctx, &fleet.ClusterRegistration{})
 	if err != nil {
 		return err

@@ -145,7 +145,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing cluster registrations: %w", err)
 	}
 	if opts.Credentials != nil {
-		if err := opts.Credentials.setup(ctx, mgr, opts); err != nil {
+		if err := opts.Credentials.Setup(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("credential hand-over: %w", err)
 		}
 	}
