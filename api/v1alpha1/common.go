@@ -40,6 +40,11 @@ const (
 	// CredentialOfRegistrationLabel is on an agent's ServiceAccount and
 	// RBAC: the ClusterRegistration the credential was granted for.
 	CredentialOfRegistrationLabel = "fleet.cattle.io/credential-of-registration"
+	// ClusterRegistrationFinalizer is the manager's finalizer on a
+	// ClusterRegistration: deleting it revokes the credential it was
+	// granted. An agent that knows the manager (it serves the content API
+	// hand-over) sets it at creation, which spares the manager an update.
+	ClusterRegistrationFinalizer = "fleet.cattle.io/cluster-registration"
 )
 
 // Secret types written by the manager.

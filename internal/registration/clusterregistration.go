@@ -32,7 +32,7 @@ import (
 )
 
 const (
-	registrationFinalizer = "fleet.cattle.io/cluster-registration"
+	registrationFinalizer = fleet.ClusterRegistrationFinalizer
 	// ConditionGranted is the condition type on a ClusterRegistration.
 	ConditionGranted = "Granted"
 
@@ -239,12 +239,15 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 
 	// One metadata update before any credential object exists: the
 	// finalizer (deleting the registration revokes what it was granted)
-	// and the owner (deleting the Cluster deletes its registrations).
-	changed := controllerutil.AddFinalizer(reg, registrationFinalizer)
-	if !metav1.IsControlledBy(reg, cluster) && len(reg.OwnerReferences) == 0 {
-		changed = controllerutil.SetOwnerReference(cluster, reg, r.Client.Scheme()) == nil || changed
-	}
-	if changed {
+	// and the owner (an API server's garbage collector deletes the
+	// registrations of a deleted Cluster; the Cluster's own clean-up does
+	// too, see cleanupCluster). None when the agent set the finalizer
+	// itself (ours does, with the content API hand-over): the owner alone
+	// is not worth a write per registration.
+	if controllerutil.AddFinalizer(reg, registrationFinalizer) {
+		if !metav1.IsControlledBy(reg, cluster) && len(reg.OwnerReferences) == 0 {
+			_ = controllerutil.SetOwnerReference(cluster, reg, r.Client.Scheme())
+		}
 		if err := r.Client.Update(ctx, reg); err != nil {
 			if apierrors.IsConflict(err) {
 				// The cache was behind; nothing is granted yet.

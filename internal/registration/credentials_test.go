@@ -43,7 +43,9 @@ func TestCredentialHandoverThroughAPI(t *testing.T) {
 	newRegistration := func(name string, spec fleet.ClusterRegistrationSpec) *fleet.ClusterRegistration {
 		reg := &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workspace,
 			Labels:      map[string]string{fleet.RegistrationTokenLabel: "api-token"},
-			Annotations: map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}}, Spec: spec}
+			Annotations: map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI},
+			// As the agent sets it with this hand-over.
+			Finalizers: []string{fleet.ClusterRegistrationFinalizer}}, Spec: spec}
 		if err := tokenClient.Create(ctx, reg); err != nil {
 			t.Fatal(err)
 		}
@@ -70,6 +72,16 @@ func TestCredentialHandoverThroughAPI(t *testing.T) {
 		t.Errorf("the credential cannot list its own BundleDeployments: %v", err)
 	}
 	wantForbidden(t, "the credential listing another namespace", agentClient.List(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(workspace)))
+
+	// The agent set the finalizer: the manager did not update the
+	// registration to add its own (nor, then, an owner reference).
+	granted := &fleet.ClusterRegistration{}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(reg), granted); err != nil {
+		t.Fatal(err)
+	}
+	if len(granted.OwnerReferences) != 0 || len(granted.Finalizers) != 1 {
+		t.Errorf("registration metadata was updated: owners %v, finalizers %v", granted.OwnerReferences, granted.Finalizers)
+	}
 
 	// Nothing written for the hand-over.
 	secretName := names.RegistrationSecretName(clientID, random)
@@ -111,5 +123,12 @@ func TestCredentialHandoverThroughAPI(t *testing.T) {
 			return nil
 		}
 		return fmt.Errorf("still accepted: %v", err)
+	})
+	eventually(t, "the registration is gone (the manager removed its finalizer)", func() error {
+		err := up.Client.Get(ctx, client.ObjectKeyFromObject(reg), &fleet.ClusterRegistration{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
 	})
 }

@@ -47,6 +47,8 @@ func credentialHandover(t *testing.T, ctx context.Context, ws string, cluster fl
 	g.Expect(reg).NotTo(BeNil(), "the cluster's registration")
 	g.Expect(reg.Annotations).To(HaveKeyWithValue(contentapi.HandoverAnnotation, contentapi.HandoverContentAPI), "the agent asked for the content API hand-over")
 	g.Expect(reg.Status.Granted).To(BeTrue())
+	g.Expect(reg.Finalizers).To(ConsistOf(fleet.ClusterRegistrationFinalizer), "the agent set the manager's finalizer")
+	g.Expect(reg.OwnerReferences).To(BeEmpty(), "the manager did not update the registration")
 	secrets := &corev1.SecretList{}
 	g.Expect(up.List(ctx, secrets, client.InNamespace(fleet.DefaultSystemRegistrationNamespace))).To(Succeed())
 	for _, s := range secrets.Items {

@@ -274,6 +274,9 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	viaAPI := api.served(ctx)
 	if viaAPI {
 		reg.Annotations = map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}
+		// This manager's finalizer (it revokes the credential when the
+		// registration goes), set here to spare the manager an update.
+		reg.Finalizers = []string{fleet.ClusterRegistrationFinalizer}
 	}
 	if err := up.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
 		// AlreadyExists: an earlier attempt's request, which still counts.
