@@ -53,7 +53,8 @@ func (r *refusal) Error() string { return r.msg }
 
 // RegistrationReconciler grants ClusterRegistrations: it finds or creates the
 // Cluster of the clientID, creates the cluster's credential (contract 3) and
-// hands it over in the c-* Secret that only the registering token can read.
+// hands it over: through the content API (Credentials) when the agent asked
+// for that, else in the c-* Secret that only the registering token can read.
 type RegistrationReconciler struct {
 	reconcilerBase
 

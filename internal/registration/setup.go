@@ -54,7 +54,8 @@ type Options struct {
 	// Secret is refreshed when half of it is gone.
 	InfiniteTokenLifetime time.Duration
 	// RegistrationSecretTTL is how long a c-* secret may live when the agent
-	// never confirms (default 40 minutes, as Fleet).
+	// never confirms (default 40 minutes, as Fleet), and how long after the
+	// grant the content API hands the credential out.
 	RegistrationSecretTTL time.Duration
 	// DeliveryCheck is how long after a grant the manager looks whether
 	// the agent took its credential when it has not seen the agent check
