@@ -57,8 +57,7 @@ func awaitHandover(ctx context.Context, w handoverWait) (*corev1.Secret, error) 
 	if err != nil {
 		return nil, err
 	}
-	wait := w.PollInterval
-	maxWait := max(min(w.PollInterval*10, MaxPollWait), w.PollInterval)
+	retry := newRetryWait(w.PollInterval, w.Deadline)
 	for {
 		list := &corev1.SecretList{}
 		lctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -90,17 +89,41 @@ func awaitHandover(ctx context.Context, w handoverWait) (*corev1.Secret, error) 
 		default:
 			l.Info("waiting for registration", "error", err.Error())
 		}
-		if time.Now().After(w.Deadline) {
-			return nil, errNotGranted
+		if err := retry.sleep(ctx); err != nil {
+			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(Jitter(wait)):
-		}
-		wait = min(wait*2, maxWait)
 	}
 }
+
+// retryWait is the growing, jittered wait between two failed attempts to
+// get the credential: from the poll interval up to ten times it (at most
+// MaxPollWait), until the deadline.
+type retryWait struct {
+	first, next, max time.Duration
+	deadline         time.Time
+}
+
+func newRetryWait(pollInterval time.Duration, deadline time.Time) *retryWait {
+	return &retryWait{first: pollInterval, next: pollInterval, max: max(min(pollInterval*10, MaxPollWait), pollInterval), deadline: deadline}
+}
+
+// sleep waits the next wait, or returns errNotGranted past the deadline
+// and ctx's error when it ends.
+func (r *retryWait) sleep(ctx context.Context) error {
+	if time.Now().After(r.deadline) {
+		return errNotGranted
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(Jitter(r.next)):
+	}
+	r.next = min(r.next*2, r.max)
+	return nil
+}
+
+// reset starts over from the first wait (an attempt got through).
+func (r *retryWait) reset() { r.next = r.first }
 
 // watchHandover watches the one Secret from resourceVersion rv until it is
 // added (returned) or the watch ends (nil, nil).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,26 +43,55 @@ func newCredentialAPI(cfg *rest.Config) (*credentialAPI, error) {
 }
 
 // served reports whether the manager hands credentials over through the
-// content API (discovery lists registrationcredentials). Any failure means
-// no: the agent then asks for, and waits for, a hand-over Secret.
-func (a *credentialAPI) served(ctx context.Context) bool {
+// content API (discovery lists registrationcredentials). An API server
+// that does not serve the content API, a manager that is not answering it
+// (503) or an API server that refuses the question mean no: the agent then
+// asks for, and waits for, a hand-over Secret. Other failures (throttling,
+// timeouts) are errors, so that a retry asks again rather than settling
+// for the Secret by accident.
+func (a *credentialAPI) served(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	raw, err := a.rest.Get().AbsPath("/apis/" + contentapi.Group + "/" + contentapi.Version).Do(ctx).Raw()
-	if err != nil {
-		return false
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
 	list := &metav1.APIResourceList{}
-	if json.Unmarshal(raw, list) != nil {
-		return false
+	if err := json.Unmarshal(raw, list); err != nil {
+		return false, nil
 	}
 	for _, r := range list.APIResources {
 		if r.Name == contentapi.CredentialResource {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
+
+// handoverChoice records, per registration request (its clientRandom),
+// which hand-over the request asked for: a retry that continues the request
+// (AlreadyExists) must wait for the same one, whatever discovery says then.
+var handoverChoice sync.Map
+
+// chooseHandover returns whether the request random asks for the content
+// API hand-over, deciding it on the request's first attempt.
+func (a *credentialAPI) chooseHandover(ctx context.Context, random string) (bool, error) {
+	if v, ok := handoverChoice.Load(random); ok {
+		return v.(bool), nil
+	}
+	viaAPI, err := a.served(ctx)
+	if err != nil {
+		return false, err
+	}
+	handoverChoice.Store(random, viaAPI)
+	return viaAPI, nil
+}
+
+// forgetHandover drops the choice of request random once it is done with.
+func forgetHandover(random string) { handoverChoice.Delete(random) }
 
 // await watches for the credential of registration ns/name until it comes
 // (returned), the manager refuses the registration (ErrRefused, with the
@@ -71,8 +101,7 @@ func (a *credentialAPI) served(ctx context.Context) bool {
 // RBAC cache lagging) are retried with a growing, jittered wait.
 func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval time.Duration, deadline time.Time) (*contentapi.RegistrationCredential, error) {
 	l := log.FromContext(ctx)
-	wait := pollInterval
-	maxWait := max(min(pollInterval*10, MaxPollWait), pollInterval)
+	retry := newRetryWait(pollInterval, deadline)
 	for {
 		timeout := max(min(time.Until(deadline), Jitter(maxWatchWait)), time.Second)
 		cred, err := a.watchOnce(ctx, ns, name, timeout)
@@ -84,7 +113,7 @@ func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval
 			if time.Now().After(deadline) {
 				return nil, errNotGranted
 			}
-			wait = pollInterval
+			retry.reset()
 			continue
 		case errors.Is(err, ErrRefused):
 			return nil, err
@@ -95,15 +124,9 @@ func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval
 		default:
 			l.Info("waiting for registration", "error", err.Error())
 		}
-		if time.Now().After(deadline) {
-			return nil, errNotGranted
+		if err := retry.sleep(ctx); err != nil {
+			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(Jitter(wait)):
-		}
-		wait = min(wait*2, maxWait)
 	}
 }
 

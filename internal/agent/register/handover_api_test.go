@@ -79,23 +79,55 @@ func TestCredentialWatch(t *testing.T) {
 		t.Errorf("await past its deadline: %v, want errNotGranted", err)
 	}
 
-	for _, tc := range []struct {
-		body string
-		code int
-		want bool
-	}{
-		{body: `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"},{"name":"registrationcredentials"}]}`, code: 200, want: true},
-		{body: `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"}]}`, code: 200},
-		{body: status(404, "NotFound", "the server could not find the requested resource"), code: 404},
-		{body: status(503, "ServiceUnavailable", "unavailable"), code: 503},
-	} {
-		answer = func(w http.ResponseWriter, r *http.Request) {
+	withResource := `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"},{"name":"registrationcredentials"}]}`
+	withoutResource := `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"}]}`
+	discovery := func(code int, body string) func(w http.ResponseWriter, r *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(tc.code)
-			_, _ = w.Write([]byte(tc.body))
-		}
-		if got := api.served(ctx); got != tc.want {
-			t.Errorf("served with %d %s = %v, want %v", tc.code, tc.body, got, tc.want)
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte(body))
 		}
 	}
+	for _, tc := range []struct {
+		name    string
+		code    int
+		body    string
+		want    bool
+		wantErr bool
+	}{
+		{name: "served", code: 200, body: withResource, want: true},
+		{name: "an older manager", code: 200, body: withoutResource},
+		{name: "no content API", code: 404, body: status(404, "NotFound", "the server could not find the requested resource")},
+		{name: "the manager does not answer", code: 503, body: status(503, "ServiceUnavailable", "unavailable")},
+		{name: "discovery refused", code: 403, body: status(403, "Forbidden", "no")},
+		{name: "throttled: ask again", code: 429, body: status(429, "TooManyRequests", "slow down"), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer = discovery(tc.code, tc.body)
+			got, err := api.served(ctx)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("served = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+
+	t.Run("a retry of a request waits for the hand-over it asked for", func(t *testing.T) {
+		answer = discovery(200, withResource)
+		if v, err := api.chooseHandover(ctx, "random-1"); !v || err != nil {
+			t.Fatalf("first attempt: %v, %v; want the content API", v, err)
+		}
+		answer = discovery(200, withoutResource)
+		if v, err := api.chooseHandover(ctx, "random-1"); !v || err != nil {
+			t.Errorf("retry of the same request: %v, %v; want the content API still", v, err)
+		}
+		if v, _ := api.chooseHandover(ctx, "random-2"); v {
+			t.Error("a new request did not ask discovery again")
+		}
+		forgetHandover("random-1")
+		forgetHandover("random-2")
+		if v, _ := api.chooseHandover(ctx, "random-1"); v {
+			t.Error("a forgotten request kept its choice")
+		}
+		forgetHandover("random-1")
+	})
 }

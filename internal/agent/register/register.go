@@ -232,6 +232,18 @@ func classify(err error) error {
 // Register creates a ClusterRegistration with the bootstrap token and waits
 // for the manager to hand over the cluster's credential.
 func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) (*Credential, error) {
+	if opts.ClientRandom == "" {
+		opts.ClientRandom = NewClientRandom()
+	}
+	cred, err := register(ctx, opts, b, cfg)
+	if err == nil || errors.Is(err, ErrRefused) {
+		// The request is done with: the next one is a new request.
+		forgetHandover(opts.ClientRandom)
+	}
+	return cred, err
+}
+
+func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) (*Credential, error) {
 	opts.defaults()
 	l := log.FromContext(ctx)
 	clientID := cfg.ClientID
@@ -271,7 +283,10 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	// Ask for the hand-over through the content API only when the manager
 	// serves it; otherwise (or with Rancher Fleet's manager) a Secret.
-	viaAPI := api.served(ctx)
+	viaAPI, err := api.chooseHandover(ctx, random)
+	if err != nil {
+		return nil, fmt.Errorf("asking the manager's API server which credential hand-over it offers: %w", err)
+	}
 	if viaAPI {
 		reg.Annotations = map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}
 		// This manager's finalizer (it revokes the credential when the
