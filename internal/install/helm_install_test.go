@@ -16,10 +16,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/install"
+	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
@@ -113,6 +115,19 @@ func TestHelmInstallManagerCharts(t *testing.T) {
 		if r.APIGroups[0] != "fleet.cattle.io" && (contains(r.Resources, "*") || contains(r.Verbs, "*") || contains(r.Verbs, "escalate") || contains(r.Verbs, "bind")) {
 			t.Fatalf("controller ClusterRole is broader than needed: %+v", r)
 		}
+	}
+	// The API server refuses a Role with a rule its writer does not hold
+	// (the chart gives no escalate verb): fleet-controller, as the chart
+	// binds it, must hold every rule it grants tokens and agents.
+	asController := rest.CopyConfig(upstream.Config)
+	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:cattle-fleet-system:fleet-controller"}
+	cc, err := client.New(asController, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "granted-rules-check", Namespace: ns.Name}, Rules: registration.GrantedRules()}
+	if err := cc.Create(ctx, granted); err != nil {
+		t.Fatalf("the chart does not let fleet-controller grant the rules it grants: %v", err)
 	}
 	out, err := helm(t, "--kubeconfig", upstream.Kubeconfig, "-n", "cattle-fleet-system", "list", "-o", "json")
 	if err != nil {

@@ -120,3 +120,23 @@ func tokenObjects(tokenName, ns, sa string, owner metav1.OwnerReference) []clien
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}},
 	}
 }
+
+// GrantedRules are all the RBAC rules the registration controllers write
+// into Roles: the registration token's, an agent's (its cluster namespace
+// and its workspace) and the read grant of a hand-over Secret. The API
+// server lets the manager write a rule only if it holds it itself (no
+// escalate verb), so its ClusterRole must cover every one of them (checked
+// against the chart in internal/install).
+func GrantedRules() []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	objs := tokenObjects("tok", "ws", "tok-sa", metav1.OwnerReference{})
+	objs = append(objs, grant{SA: "sa", Registration: "r", Workspace: "ws", Cluster: "c", ClusterNamespace: "cns", ContentRBAC: true}.objects()...)
+	role, _ := credsAccess("sys", "secret", "tok-sa", "ws", nil)
+	objs = append(objs, role)
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.Role); ok {
+			out = append(out, r.Rules...)
+		}
+	}
+	return out
+}
