@@ -3,10 +3,14 @@ package manager
 import (
 	"context"
 
+	"k8s.io/client-go/rest"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/registration"
+	"github.com/fleetgo/fleet/internal/scheme"
 )
 
 // contentAPIOrRBAC returns the content API options to run with: as given,
@@ -30,4 +34,24 @@ func contentAPIOrRBAC(ctx context.Context, live client.Reader, o serve.Options) 
 	l.Info("the API server has no aggregation layer (no request-header CA in kube-system/extension-apiserver-authentication): " +
 		"the content API is off and each cluster is granted its Contents through a ClusterRole instead")
 	return serve.Options{Addr: "0"}
+}
+
+// credentialHandover reports whether the content API may hand registering
+// agents their credential (registration.MayHandOverCredentials); when it
+// may not, or the question fails, agents get it in a Secret.
+func credentialHandover(ctx context.Context, cfg *rest.Config) bool {
+	l := log.FromContext(ctx).WithName("content-api")
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	if err == nil {
+		var ok bool
+		if ok, err = registration.MayHandOverCredentials(ctx, c); err == nil && !ok {
+			l.Info("fleet-controller may not grant `watch registrationcredentials` (its ClusterRole is older than the chart's): " +
+				"registering agents get their credential in a Secret")
+		}
+		if err == nil {
+			return ok
+		}
+	}
+	l.Error(err, "cannot tell whether fleet-controller may grant `watch registrationcredentials`; registering agents get their credential in a Secret")
+	return false
 }

@@ -210,7 +210,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, err
 		}
 	}
-	if opts.ContentAPI.Enabled() && opts.ContentAPI.Credentials == nil {
+	if opts.ContentAPI.Enabled() && opts.ContentAPI.Credentials == nil && credentialHandover(ctx, cfg) {
 		// Every replica's content API hands registering agents their
 		// credential (the agent's request may reach any of them); the
 		// registration controller (unsharded) grants them.

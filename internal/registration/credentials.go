@@ -8,6 +8,7 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -251,3 +252,24 @@ func refused(reason string) bool {
 // serviceAccountUser is the user name the API server gives a
 // ServiceAccount's tokens.
 func serviceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
+
+// MayHandOverCredentials reports whether c's user (the manager) may grant
+// registration tokens `get` and `watch` on registrationcredentials, which
+// the API server requires of whoever writes such a rule into a Role. A
+// manager whose ClusterRole predates the content API hand-over (a chart not
+// upgraded with it) must not offer it: its tokens' Roles would lack the
+// rule, and agents would wait on watches the API server refuses.
+func MayHandOverCredentials(ctx context.Context, c client.Client) (bool, error) {
+	for _, verb := range []string{"get", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: contentapi.Group, Resource: contentapi.CredentialResource},
+		}}
+		if err := c.Create(ctx, review); err != nil {
+			return false, err
+		}
+		if !review.Status.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -132,3 +132,51 @@ func TestCredentialHandoverThroughAPI(t *testing.T) {
 		return fmt.Errorf("still there: %v", err)
 	})
 }
+
+// TestMayHandOverCredentials: the manager offers the content API hand-over
+// only when it may grant tokens `get` and `watch` on registrationcredentials
+// (else the API server would refuse the rule in every token's Role).
+func TestMayHandOverCredentials(t *testing.T) {
+	ctx := context.Background()
+	as := func(sa string) client.Client {
+		cfg := rest.CopyConfig(up.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + workspace + ":" + sa}
+		return clientFor(t, cfg)
+	}
+	grantTo := func(sa string, verbs ...string) {
+		t.Helper()
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "handover-check-" + sa}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.CredentialResource}, Verbs: verbs}}}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "handover-check-" + sa},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: workspace}}}
+		for _, o := range []client.Object{role, binding} {
+			if err := up.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	grantTo("manager-with-both", "get", "watch")
+	grantTo("manager-get-only", "get")
+	for _, tc := range []struct {
+		name string
+		c    client.Client
+		want bool
+	}{
+		{name: "cluster admin", c: up.Client, want: true},
+		{name: "get and watch", c: as("manager-with-both"), want: true},
+		{name: "get only", c: as("manager-get-only")},
+		{name: "neither", c: as("manager-without")},
+	} {
+		eventually(t, tc.name, func() error {
+			got, err := registration.MayHandOverCredentials(ctx, tc.c)
+			if err != nil {
+				return err
+			}
+			if got != tc.want {
+				return fmt.Errorf("MayHandOverCredentials = %v, want %v", got, tc.want)
+			}
+			return nil
+		})
+	}
+}
