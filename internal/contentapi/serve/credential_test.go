@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,15 +61,7 @@ func TestServeCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crt, _, err := frontCA.Issue(pki.Leaf{CommonName: "front-proxy-client", Client: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(crt)
-	proxyCert, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxyCert := issue(t, frontCA, "front-proxy-client", true)
 	pool := x509.NewCertPool()
 	pool.AddCert(frontCA.Cert)
 	const user = "system:serviceaccount:ws:import-tok"

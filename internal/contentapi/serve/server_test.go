@@ -67,17 +67,7 @@ func TestAuthenticate(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaf := func(ca *pki.CA, cn string, client bool) []*x509.Certificate {
-		t.Helper()
-		crt, _, err := ca.Issue(pki.Leaf{CommonName: cn, Client: client})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := pem.Decode(crt)
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []*x509.Certificate{c}
+		return []*x509.Certificate{issue(t, ca, cn, client)}
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(frontCA.Cert)
@@ -196,4 +186,20 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 		r.deploymentGets++
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// issue returns a certificate of ca for cn (a client certificate when
+// client is set).
+func issue(t *testing.T, ca *pki.CA, cn string, client bool) *x509.Certificate {
+	t.Helper()
+	crt, _, err := ca.Issue(pki.Leaf{CommonName: cn, Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(crt)
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
