@@ -175,23 +175,24 @@ func apiAbsent(err error) bool {
 // NewReader builds a Reader on cfg, sharing httpClient's connections (the
 // agent's upstream client) when it is given.
 func NewReader(cfg *rest.Config, httpClient *http.Client) (*Reader, error) {
+	rc, err := NewRESTClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{REST: rc}, nil
+}
+
+// NewRESTClient is a client of the content API (absolute paths only) on
+// cfg, sharing httpClient's connections when it is given.
+func NewRESTClient(cfg *rest.Config, httpClient *http.Client) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &schema.GroupVersion{}
 	c.APIPath = "/apis"
 	// The client-go scheme knows metav1.Status, so that errors decode with
 	// their reason and details.
 	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	var (
-		rc  *rest.RESTClient
-		err error
-	)
 	if httpClient != nil {
-		rc, err = rest.UnversionedRESTClientForConfigAndClient(c, httpClient)
-	} else {
-		rc, err = rest.UnversionedRESTClientFor(c)
+		return rest.UnversionedRESTClientForConfigAndClient(c, httpClient)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &Reader{REST: rc}, nil
+	return rest.UnversionedRESTClientFor(c)
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,11 +122,7 @@ func tokenConfig(t *testing.T, ctx context.Context, ws, name string) *rest.Confi
 // most 20 seconds and returns the first event's type and object, or the
 // error that kept the watch from starting.
 func watchCredential(ctx context.Context, cfg *rest.Config, ns, name string) (string, json.RawMessage, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &schema.GroupVersion{}
-	c.APIPath = "/apis"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(c)
+	rc, err := contentapi.NewRESTClient(cfg, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -141,12 +134,9 @@ func watchCredential(ctx context.Context, cfg *rest.Config, ns, name string) (st
 		return "", nil, err
 	}
 	defer func() { _ = stream.Close() }()
-	var ev struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
+	var ev metav1.WatchEvent
 	if err := json.NewDecoder(stream).Decode(&ev); err != nil {
 		return "", nil, err
 	}
-	return strings.TrimSpace(ev.Type), ev.Object, nil
+	return ev.Type, ev.Object.Raw, nil
 }

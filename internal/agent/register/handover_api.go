@@ -12,8 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -32,10 +30,7 @@ type credentialAPI struct {
 func newCredentialAPI(cfg *rest.Config) (*credentialAPI, error) {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = 0
-	c.GroupVersion = &schema.GroupVersion{}
-	c.APIPath = "/apis"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.UnversionedRESTClientFor(c)
+	rc, err := contentapi.NewRESTClient(c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -147,10 +142,7 @@ func (a *credentialAPI) watchOnce(ctx context.Context, ns, name string, timeout 
 		return nil, err
 	}
 	defer func() { _ = stream.Close() }()
-	var ev struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
+	var ev metav1.WatchEvent
 	if err := json.NewDecoder(stream).Decode(&ev); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, nil
@@ -160,7 +152,7 @@ func (a *credentialAPI) watchOnce(ctx context.Context, ns, name string, timeout 
 	switch ev.Type {
 	case "ADDED", "MODIFIED":
 		cred := &contentapi.RegistrationCredential{}
-		if err := json.Unmarshal(ev.Object, cred); err != nil {
+		if err := json.Unmarshal(ev.Object.Raw, cred); err != nil {
 			return nil, fmt.Errorf("decoding the credential: %w", err)
 		}
 		if cred.Token == "" || cred.DeploymentNamespace == "" {
@@ -169,7 +161,7 @@ func (a *credentialAPI) watchOnce(ctx context.Context, ns, name string, timeout 
 		return cred, nil
 	case "ERROR":
 		st := &metav1.Status{}
-		if err := json.Unmarshal(ev.Object, st); err != nil {
+		if err := json.Unmarshal(ev.Object.Raw, st); err != nil {
 			return nil, fmt.Errorf("decoding the credential watch's error: %w", err)
 		}
 		if st.Reason == metav1.StatusReasonForbidden {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fleetgo/fleet/internal/contentapi"
 )
@@ -151,12 +152,13 @@ func watchTimeout(q url.Values) time.Duration {
 	return defaultCredentialWatch
 }
 
-// writeEvent writes one watch event (metav1.WatchEvent's JSON form).
+// writeEvent writes one watch event.
 func writeEvent(w http.ResponseWriter, typ string, obj any) {
-	_ = json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Object any    `json:"object"`
-	}{typ, obj})
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return
+	}
+	_ = json.NewEncoder(w).Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}})
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
