@@ -41,17 +41,17 @@ func contentAPIOrRBAC(ctx context.Context, live client.Reader, o serve.Options) 
 // may not, or the question fails, agents get it in a Secret.
 func credentialHandover(ctx context.Context, cfg *rest.Config) bool {
 	l := log.FromContext(ctx).WithName("content-api")
+	var ok bool
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err == nil {
-		var ok bool
-		if ok, err = registration.MayHandOverCredentials(ctx, c); err == nil && !ok {
-			l.Info("fleet-controller may not grant `watch registrationcredentials` (its ClusterRole is older than the chart's): " +
-				"registering agents get their credential in a Secret")
-		}
-		if err == nil {
-			return ok
-		}
+		ok, err = registration.MayHandOverCredentials(ctx, c)
 	}
-	l.Error(err, "cannot tell whether fleet-controller may grant `watch registrationcredentials`; registering agents get their credential in a Secret")
-	return false
+	switch {
+	case err != nil:
+		l.Error(err, "cannot tell whether fleet-controller may grant `watch registrationcredentials`; registering agents get their credential in a Secret")
+	case !ok:
+		l.Info("fleet-controller may not grant `watch registrationcredentials` (its ClusterRole is older than the chart's): " +
+			"registering agents get their credential in a Secret")
+	}
+	return err == nil && ok
 }

@@ -221,18 +221,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		// (reads) of this process.
 		opts.ContentAPI.Published = contentapi.NewPublished()
 	}
+	if creds := credentialsOf(opts); creds != nil {
+		if err := creds.Setup(ctx, mgr, registrationOptions(opts)); err != nil {
+			return nil, fmt.Errorf("credential hand-over: %w", err)
+		}
+	}
 	for _, c := range components {
 		if c.Unsharded && opts.ShardID != "" {
 			continue
 		}
 		if err := c.Setup(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
-		}
-	}
-	if creds := credentialsOf(opts); creds != nil {
-		// Set up already by the registration controllers, unless sharded.
-		if err := creds.Setup(ctx, mgr, registrationOptions(opts)); err != nil {
-			return nil, err
 		}
 	}
 	if opts.ContentAPI.Enabled() {

@@ -36,9 +36,10 @@ import (
 // It reads the manager's cache only, so any replica whose cache holds
 // ClusterRegistrations and tokens can answer, leader or not.
 type Credentials struct {
-	cache  client.Reader
-	writer client.Client
-	opts   Options
+	// kube reads registrations and tokens from the manager's cache and
+	// requests tokens from the API server.
+	kube client.Client
+	opts Options
 
 	mu      sync.Mutex
 	waiters map[types.NamespacedName]*waiter
@@ -62,19 +63,12 @@ func (c *Credentials) enabledFor(reg *fleet.ClusterRegistration) bool {
 	return c != nil && reg.Annotations[contentapi.HandoverAnnotation] == contentapi.HandoverContentAPI
 }
 
-// Setup connects c to mgr: it reads through mgr's cache and wakes watches
-// on every change of a ClusterRegistration that the cache sees. Setup (of
-// the registration controllers) calls it; a manager replica without them
-// (a shard) calls it itself, so that every replica behind the content API
-// answers alike. A second call does nothing.
+// Setup connects c to mgr, on every manager replica that serves the
+// content API (not only the one with the registration controllers): it
+// reads through mgr's cache and wakes watches on every change of a
+// ClusterRegistration that the cache sees.
 func (c *Credentials) Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	opts.Defaults()
-	c.mu.Lock()
-	done := c.cache != nil
-	c.mu.Unlock()
-	if done {
-		return nil
-	}
 	inf, err := mgr.GetCache().GetInformer(ctx, &fleet.ClusterRegistration{})
 	if err != nil {
 		return err
@@ -91,7 +85,7 @@ func (c *Credentials) Setup(ctx context.Context, mgr ctrl.Manager, opts Options)
 		return err
 	}
 	c.mu.Lock()
-	c.cache, c.writer, c.opts = mgr.GetClient(), mgr.GetClient(), opts
+	c.kube, c.opts = mgr.GetClient(), opts
 	c.mu.Unlock()
 	return nil
 }
@@ -127,9 +121,9 @@ func (c *Credentials) wake(key types.NamespacedName) {
 // Credential implements contentapi.Credentials.
 func (c *Credentials) Credential(ctx context.Context, req contentapi.CredentialRequest) (*contentapi.RegistrationCredential, error) {
 	c.mu.Lock()
-	cache := c.cache
+	kube := c.kube
 	c.mu.Unlock()
-	if cache == nil {
+	if kube == nil {
 		return nil, apierrors.NewServiceUnavailable("the registration controller is starting")
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
@@ -144,7 +138,7 @@ func (c *Credentials) Credential(ctx context.Context, req contentapi.CredentialR
 			changed, release = c.wait(key)
 		}
 		reg := &fleet.ClusterRegistration{}
-		err := cache.Get(ctx, key, reg)
+		err := kube.Get(ctx, key, reg)
 		switch {
 		case apierrors.IsNotFound(err):
 			// The agent may be ahead of the cache.
@@ -176,7 +170,7 @@ func (c *Credentials) answer(ctx context.Context, user string, reg *fleet.Cluste
 	var tok *fleet.ClusterRegistrationToken
 	if name := reg.Labels[fleet.RegistrationTokenLabel]; name != "" {
 		tok = &fleet.ClusterRegistrationToken{}
-		if err := c.cache.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: name}, tok); err != nil {
+		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: name}, tok); err != nil {
 			tok = nil
 		}
 	}
@@ -188,7 +182,7 @@ func (c *Credentials) answer(ctx context.Context, user string, reg *fleet.Cluste
 	seconds := int64(c.opts.AgentTokenTTL / time.Second)
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: saName, Namespace: clusterNS}}
-	if err := c.writer.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := c.kube.SubResource("token").Create(ctx, sa, tr); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, credentialForbidden(reg, "the credential was revoked")
 		}

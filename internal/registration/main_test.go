@@ -94,14 +94,18 @@ func run(m *testing.M) int {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
+	opts := registration.Options{
+		APIServerURL:       up.Config.Host,
+		APIServerCA:        up.Config.CAData,
+		BootstrapNamespace: fleet.BootstrapNamespace,
+		Workers:            4,
+		Credentials:        creds,
+	}
 	if err == nil {
-		err = registration.Setup(ctx, mgr, registration.Options{
-			APIServerURL:       up.Config.Host,
-			APIServerCA:        up.Config.CAData,
-			BootstrapNamespace: fleet.BootstrapNamespace,
-			Workers:            4,
-			Credentials:        creds,
-		})
+		err = creds.Setup(ctx, mgr, opts)
+	}
+	if err == nil {
+		err = registration.Setup(ctx, mgr, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

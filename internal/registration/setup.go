@@ -74,8 +74,9 @@ type Options struct {
 	ContentRBAC bool
 	// Credentials, when set, hands credentials over through the content
 	// API to agents that ask for it (contentapi.HandoverAnnotation); the
-	// same value must serve the content API (serve.Options.Credentials).
-	// Nil: every credential is handed over in a Secret.
+	// same value, set up with the manager (Credentials.Setup), must serve
+	// the content API (serve.Options.Credentials). Nil: every credential
+	// is handed over in a Secret.
 	Credentials *Credentials
 }
 
@@ -144,11 +145,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("indexing cluster registrations: %w", err)
-	}
-	if opts.Credentials != nil {
-		if err := opts.Credentials.Setup(ctx, mgr, opts); err != nil {
-			return fmt.Errorf("credential hand-over: %w", err)
-		}
 	}
 	base := reconcilerBase{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Opts: opts, Config: mgr.GetConfig()}
 	if err := (&TokenReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {

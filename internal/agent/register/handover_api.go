@@ -167,9 +167,16 @@ func (a *credentialAPI) watchOnce(ctx context.Context, ns, name string, timeout 
 		if st.Reason == metav1.StatusReasonForbidden {
 			// The manager's verdict on this registration, not RBAC's on the
 			// request (that would have been a 403 before the watch began).
-			return nil, fmt.Errorf("%w: %s", ErrRefused, st.Message)
+			return nil, &managerRefusal{reason: st.Message}
 		}
 		return nil, apierrors.FromObject(st)
 	}
 	return nil, fmt.Errorf("unexpected event %q in the credential watch", ev.Type)
 }
+
+// managerRefusal is the manager's refusal of a registration, with its
+// reason (the content API hand-over tells it); it is an ErrRefused.
+type managerRefusal struct{ reason string }
+
+func (e *managerRefusal) Error() string { return ErrRefused.Error() + ": " + e.reason }
+func (e *managerRefusal) Unwrap() error { return ErrRefused }

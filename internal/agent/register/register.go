@@ -301,40 +301,53 @@ func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 		return nil, fmt.Errorf("creating cluster registration in %s: %w", b.ClusterNamespace, err)
 	}
 	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
+	deadline := time.Now().Add(opts.Timeout)
+	var (
+		handed  *contentapi.RegistrationCredential
+		release func(context.Context) error
+	)
 	if viaAPI {
-		c, err := api.await(ctx, b.ClusterNamespace, reg.Name, opts.PollInterval, time.Now().Add(opts.Timeout))
-		if err != nil {
-			return nil, registrationError(err, reg.Name, b.TokenName, opts.Timeout)
+		handed, err = api.await(ctx, b.ClusterNamespace, reg.Name, opts.PollInterval, deadline)
+	} else {
+		var s *corev1.Secret
+		s, err = awaitHandover(ctx, handoverWait{
+			Config: importCfg, Namespace: b.SystemRegistrationNamespace, Name: names.RegistrationSecretName(clientID, random),
+			PollInterval: opts.PollInterval, Deadline: deadline,
+		})
+		if err == nil {
+			handed = handedOverIn(s)
+			if handed.Token == "" || handed.DeploymentNamespace == "" {
+				return nil, errors.New("registration secret is incomplete")
+			}
+			// The agent deletes the Secret once it stored the credential.
+			release = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
 		}
-		cred := newCredential(b.APIServerURL, ca, c.Token)
-		cred.DeploymentNamespace, cred.ClusterNamespace, cred.ClusterName = c.DeploymentNamespace, c.ClusterNamespace, c.ClusterName
-		return cred, waitUsable(ctx, cred, opts.PollInterval)
 	}
-	secretName := names.RegistrationSecretName(clientID, random)
-	s, err := awaitHandover(ctx, handoverWait{
-		Config: importCfg, Namespace: b.SystemRegistrationNamespace, Name: secretName,
-		PollInterval: opts.PollInterval, Deadline: time.Now().Add(opts.Timeout),
-	})
 	if err != nil {
 		return nil, registrationError(err, reg.Name, b.TokenName, opts.Timeout)
 	}
-	cred := newCredential(b.APIServerURL, ca, string(s.Data["token"]))
-	cred.DeploymentNamespace = string(s.Data["deploymentNamespace"])
-	cred.ClusterNamespace = string(s.Data["clusterNamespace"])
-	cred.ClusterName = string(s.Data["clusterName"])
-	if cred.Token() == "" || cred.DeploymentNamespace == "" {
-		return nil, errors.New("registration secret is incomplete")
-	}
-	cred.handover = func(ctx context.Context) error { return client.IgnoreNotFound(up.Delete(ctx, s)) }
+	cred := newCredential(b.APIServerURL, ca, handed.Token)
+	cred.DeploymentNamespace, cred.ClusterNamespace, cred.ClusterName = handed.DeploymentNamespace, handed.ClusterNamespace, handed.ClusterName
+	cred.handover = release
 	return cred, waitUsable(ctx, cred, opts.PollInterval)
+}
+
+// handedOverIn reads the credential from a hand-over Secret.
+func handedOverIn(s *corev1.Secret) *contentapi.RegistrationCredential {
+	return &contentapi.RegistrationCredential{
+		Token:               string(s.Data["token"]),
+		DeploymentNamespace: string(s.Data["deploymentNamespace"]),
+		ClusterNamespace:    string(s.Data["clusterNamespace"]),
+		ClusterName:         string(s.Data["clusterName"]),
+	}
 }
 
 // registrationError says why waiting for the credential of registration
 // name, made with token, failed.
 func registrationError(err error, name, token string, timeout time.Duration) error {
+	var refusal *managerRefusal
 	switch {
-	case errors.Is(err, ErrRefused) && err.Error() != ErrRefused.Error():
-		// The manager's own reason (content API hand-over).
+	case errors.As(err, &refusal):
 		return fmt.Errorf("registration %s with token %q: %w", name, token, err)
 	case errors.Is(err, ErrRefused):
 		return fmt.Errorf("registration token %q refused while waiting (expired or deleted): %w", token, err)

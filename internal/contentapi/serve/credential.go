@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,12 +58,7 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request, ns, na
 		writeStatus(w, apierrors.NewNotFound(contentapi.CredentialGroupResource, ""))
 		return
 	}
-	if r.Method != http.MethodGet {
-		writeStatus(w, apierrors.NewMethodNotSupported(contentapi.CredentialGroupResource, strings.ToLower(r.Method)))
-		return
-	}
-	if err := h.authenticate(r); err != nil {
-		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+	if !h.admit(w, r, contentapi.CredentialGroupResource) {
 		return
 	}
 	user := h.user(r)
@@ -104,12 +98,7 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request, ns, na
 	cred, err := h.credentials.Credential(ctx, contentapi.CredentialRequest{User: user, Namespace: ns, Name: name, Wait: true})
 	switch {
 	case err != nil:
-		var se apierrors.APIStatus
-		st := apierrors.NewInternalError(err).Status()
-		if errors.As(err, &se) {
-			st = se.Status()
-		}
-		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		st := statusOf(err)
 		writeEvent(w, "ERROR", &st)
 	case cred != nil:
 		writeEvent(w, "ADDED", cred)

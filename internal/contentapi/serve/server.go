@@ -20,6 +20,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,12 +101,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(contentapi.GroupResource, ""))
 		return
 	}
-	if r.Method != http.MethodGet {
-		writeStatus(w, apierrors.NewMethodNotSupported(contentapi.GroupResource, strings.ToLower(r.Method)))
-		return
-	}
-	if err := h.authenticate(r); err != nil {
-		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+	if !h.admit(w, r, contentapi.GroupResource) {
 		return
 	}
 	bc, err := h.get(r.Context(), ns, name, r.URL.Query().Get(contentapi.DeploymentParam))
@@ -114,6 +110,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, bc)
+}
+
+// admit lets through a GET from the aggregation layer; it answers anything
+// else (405, 401) itself and returns false.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, gr schema.GroupResource) bool {
+	if r.Method != http.MethodGet {
+		writeStatus(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
+		return false
+	}
+	if err := h.authenticate(r); err != nil {
+		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		return false
+	}
+	return true
 }
 
 func apiGroup() metav1.APIGroup {
@@ -305,13 +315,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeStatus(w http.ResponseWriter, err error) {
+	st := statusOf(err)
+	writeJSON(w, int(st.Code), &st)
+}
+
+// statusOf is the Status an API server answers for err (an internal error
+// unless err is an API error).
+func statusOf(err error) metav1.Status {
 	var se apierrors.APIStatus
 	if !errors.As(err, &se) {
 		se = apierrors.NewInternalError(err)
 	}
 	st := se.Status()
 	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
-	writeJSON(w, int(st.Code), &st)
+	return st
 }
 
 // tlsConfig serves cert and asks for (but does not require: discovery
