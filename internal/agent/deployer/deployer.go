@@ -363,6 +363,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		if u.ForceReplace {
 			u.ServerSideApply, u.ForceConflicts = "false", false
 		}
+		if kc, ok := ac.KubeClient.(*kube.Client); ok && !u.ForceReplace && last.ApplyMethod == string(release.ApplyMethodServerSideApply) {
+			ac.KubeClient = &applyClient{Client: kc, ctx: ctx, forceConflicts: u.ForceConflicts}
+		}
 		u.MaxHistory = maxHistory(helm)
 		u.RollbackOnFailure = helm.Atomic
 		u.WaitStrategy, u.Timeout, u.WaitForJobs = wait, timeout, helm.WaitForJobs
