@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetgo/fleet/internal/agent/heartbeat"
 	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
@@ -255,10 +256,16 @@ func runRegistered(ctx context.Context, opts Options, down client.Client, cred *
 			return fmt.Errorf("setting up %s: %w", c.Name, err)
 		}
 	}
+	// Check-ins go through the content API where the manager takes them.
+	content, err := contentapi.NewRESTClient(upCfg, mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
 	hb := heartbeat.New(heartbeat.Options{
-		Upstream: mgr.GetClient(), Downstream: down,
-		Workspace: cred.ClusterNamespace, ClusterName: cred.ClusterName, AgentNamespace: opts.Namespace,
-		Interval: opts.CheckinInterval, FirstDelay: opts.FirstCheckinDelay, OnRefused: refused,
+		Upstream: mgr.GetClient(), Downstream: down, Content: content,
+		Workspace: cred.ClusterNamespace, ClusterName: cred.ClusterName, ClusterNamespace: cred.DeploymentNamespace,
+		AgentNamespace: opts.Namespace,
+		Interval:       opts.CheckinInterval, FirstDelay: opts.FirstCheckinDelay, OnRefused: refused,
 	})
 	if err := mgr.Add(hb); err != nil {
 		return err

@@ -48,9 +48,9 @@ func credentialHandover(ctx context.Context, cfg *rest.Config) bool {
 	}
 	switch {
 	case err != nil:
-		l.Error(err, "cannot tell whether fleet-controller may grant `watch registrationcredentials`; registering agents get their credential in a Secret")
+		l.Error(err, "cannot tell whether fleet-controller may grant `watch registrationcredentials` and `update clusterstatuses`; registering agents get their credential in a Secret and patch their Cluster")
 	case !ok:
-		l.Info("fleet-controller may not grant `watch registrationcredentials` (its ClusterRole is older than the chart's): " +
+		l.Info("fleet-controller may not grant `watch registrationcredentials` and `update clusterstatuses` (its ClusterRole is older than the chart's): " +
 			"registering agents get their credential in a Secret")
 	}
 	return err == nil && ok

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/names"
 )
 
@@ -159,8 +160,11 @@ func RequestSAName(reg *fleet.ClusterRegistration) string {
 }
 
 func (r *RegistrationReconciler) grantOf(reg *fleet.ClusterRegistration, cluster string) grant {
+	statusAPI := r.Opts.Credentials != nil // the content API's agent features are on
 	return grant{SA: RequestSAName(reg), Registration: reg.Name, Workspace: reg.Namespace, Cluster: cluster,
-		ClusterNamespace: names.ClusterNamespace(reg.Namespace, cluster), ContentRBAC: r.Opts.ContentRBAC}
+		ClusterNamespace: names.ClusterNamespace(reg.Namespace, cluster), ContentRBAC: r.Opts.ContentRBAC,
+		StatusAPI:        statusAPI,
+		NoWorkspaceGrant: statusAPI && reg.Annotations[contentapi.ClusterStatusAnnotation] == contentapi.ClusterStatusContentAPI}
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -502,7 +506,7 @@ func (r *RegistrationReconciler) revoke(ctx context.Context, reg *fleet.ClusterR
 	}
 	g := r.grantOf(reg, reg.Status.ClusterName)
 	// Whatever mode made the credential, remove all of it.
-	g.ContentRBAC = true
+	g.ContentRBAC, g.NoWorkspaceGrant = true, false
 	for _, o := range g.objects() {
 		if err := deleteIfExists(ctx, r.Client, o); err != nil {
 			return err

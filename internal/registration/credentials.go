@@ -248,15 +248,19 @@ func refused(reason string) bool {
 func serviceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
 
 // MayHandOverCredentials reports whether c's user (the manager) may grant
-// registration tokens `get` and `watch` on registrationcredentials, which
-// the API server requires of whoever writes such a rule into a Role. A
-// manager whose ClusterRole predates the content API hand-over (a chart not
-// upgraded with it) must not offer it: its tokens' Roles would lack the
-// rule, and agents would wait on watches the API server refuses.
+// registration tokens `get` and `watch` on registrationcredentials and
+// agents `update` on clusterstatuses, which the API server requires of
+// whoever writes such rules into a Role. A manager whose ClusterRole
+// predates the content API's agent features (a chart not upgraded with
+// them) must not offer them: its Roles would lack the rules, and agents
+// would wait on watches the API server refuses.
 func MayHandOverCredentials(ctx context.Context, c client.Client) (bool, error) {
-	for _, verb := range []string{"get", "watch"} {
+	for _, want := range []struct{ verb, resource string }{
+		{"get", contentapi.CredentialResource}, {"watch", contentapi.CredentialResource},
+		{"update", contentapi.ClusterStatusResource},
+	} {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: contentapi.Group, Resource: contentapi.CredentialResource},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: want.verb, Group: contentapi.Group, Resource: want.resource},
 		}}
 		if err := c.Create(ctx, review); err != nil {
 			return false, err

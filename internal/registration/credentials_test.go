@@ -133,9 +133,10 @@ func TestCredentialHandoverThroughAPI(t *testing.T) {
 	})
 }
 
-// TestMayHandOverCredentials: the manager offers the content API hand-over
-// only when it may grant tokens `get` and `watch` on registrationcredentials
-// (else the API server would refuse the rule in every token's Role).
+// TestMayHandOverCredentials: the manager offers the content API's agent
+// features only when it may grant tokens `get` and `watch` on
+// registrationcredentials and agents `update` on clusterstatuses (else the
+// API server would refuse the rules in every token's and agent's Role).
 func TestMayHandOverCredentials(t *testing.T) {
 	ctx := context.Background()
 	as := func(sa string) client.Client {
@@ -143,10 +144,9 @@ func TestMayHandOverCredentials(t *testing.T) {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + workspace + ":" + sa}
 		return clientFor(t, cfg)
 	}
-	grantTo := func(sa string, verbs ...string) {
+	grantTo := func(sa string, rules ...rbacv1.PolicyRule) {
 		t.Helper()
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "handover-check-" + sa}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.CredentialResource}, Verbs: verbs}}}
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "handover-check-" + sa}, Rules: rules}
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "handover-check-" + sa},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: workspace}}}
@@ -156,17 +156,23 @@ func TestMayHandOverCredentials(t *testing.T) {
 			}
 		}
 	}
-	grantTo("manager-with-both", "get", "watch")
-	grantTo("manager-get-only", "get")
+	creds := func(verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.CredentialResource}, Verbs: verbs}
+	}
+	checkIns := rbacv1.PolicyRule{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.ClusterStatusResource}, Verbs: []string{"update"}}
+	grantTo("manager-with-all", creds("get", "watch"), checkIns)
+	grantTo("manager-without-checkins", creds("get", "watch"))
+	grantTo("manager-get-only", creds("get"), checkIns)
 	for _, tc := range []struct {
 		name string
 		c    client.Client
 		want bool
 	}{
 		{name: "cluster admin", c: up.Client, want: true},
-		{name: "get and watch", c: as("manager-with-both"), want: true},
+		{name: "get, watch and update check-ins", c: as("manager-with-all"), want: true},
+		{name: "credentials but no check-ins (an older chart)", c: as("manager-without-checkins")},
 		{name: "get only", c: as("manager-get-only")},
-		{name: "neither", c: as("manager-without")},
+		{name: "none", c: as("manager-without")},
 	} {
 		eventually(t, tc.name, func() error {
 			got, err := registration.MayHandOverCredentials(ctx, tc.c)

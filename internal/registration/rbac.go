@@ -30,6 +30,14 @@ type grant struct {
 	// ContentRBAC adds the ClusterRoleBinding to the cluster's Content
 	// role (Options.ContentRBAC).
 	ContentRBAC bool
+	// StatusAPI lets the credential report check-ins through the content
+	// API (`update clusterstatuses` in the cluster namespace): the manager
+	// serves them.
+	StatusAPI bool
+	// NoWorkspaceGrant leaves out the Role and RoleBinding in the
+	// workspace that let the agent patch its Cluster's status: its agent
+	// reports through the content API (contentapi.ClusterStatusAnnotation).
+	NoWorkspaceGrant bool
 }
 
 func (g grant) labels() map[string]string {
@@ -48,7 +56,8 @@ func (g grant) subject() rbacv1.Subject {
 // objects returns the ServiceAccount and RBAC of contract 3: read its own
 // BundleDeployments, Secrets and ConfigMaps and the BundleContents of its
 // namespace (the content API), write their status, renew its own token;
-// patch the status of its own Cluster only. With ContentRBAC it may also
+// patch the status of its own Cluster only (or, with StatusAPI, report it
+// through the content API; with NoWorkspaceGrant only that). With ContentRBAC it may also
 // read the Contents the Content controller lists in
 // fleet-content-<clusterNamespace>.
 func (g grant) objects() []client.Object {
@@ -67,6 +76,9 @@ func (g grant) objects() []client.Object {
 		{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.Resource}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{g.SA}},
 	}}
+	if g.StatusAPI {
+		nsRole.Rules = append(nsRole.Rules, rbacv1.PolicyRule{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.ClusterStatusResource}, Verbs: []string{"update"}})
+	}
 	nsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.ClusterNamespace),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
 		Subjects: []rbacv1.Subject{g.subject()}}
@@ -79,10 +91,14 @@ func (g grant) objects() []client.Object {
 	content := &rbacv1.ClusterRoleBinding{ObjectMeta: meta(names.ContentBindingName(g.SA), ""),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: names.ContentRoleName(g.ClusterNamespace)},
 		Subjects: []rbacv1.Subject{g.subject()}}
-	if !g.ContentRBAC {
-		return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding}
+	objs := []client.Object{sa, nsRole, nsBinding}
+	if !g.NoWorkspaceGrant {
+		objs = append(objs, wsRole, wsBinding)
 	}
-	return []client.Object{sa, nsRole, nsBinding, wsRole, wsBinding, content}
+	if g.ContentRBAC {
+		objs = append(objs, content)
+	}
+	return objs
 }
 
 // credsAccess lets the import ServiceAccount of a token read exactly one
@@ -130,7 +146,7 @@ func tokenObjects(tokenName, ns, sa string, owner metav1.OwnerReference) []clien
 func GrantedRules() []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
 	objs := tokenObjects("tok", "ws", "tok-sa", metav1.OwnerReference{})
-	objs = append(objs, grant{SA: "sa", Registration: "r", Workspace: "ws", Cluster: "c", ClusterNamespace: "cns", ContentRBAC: true}.objects()...)
+	objs = append(objs, grant{SA: "sa", Registration: "r", Workspace: "ws", Cluster: "c", ClusterNamespace: "cns", ContentRBAC: true, StatusAPI: true}.objects()...)
 	role, _ := credsAccess("sys", "secret", "tok-sa", "ws", nil)
 	objs = append(objs, role)
 	for _, o := range objs {

@@ -78,6 +78,9 @@ func TestVerticalSlice(t *testing.T) {
 	// The agent got its credential from the manager's content API, and
 	// nobody else can get it there (see credentialHandover).
 	t.Run("credential hand-over", func(t *testing.T) { credentialHandover(t, ctx, ws, cluster) })
+	// Its check-ins go through the content API too, and it has no grant
+	// in the workspace (see checkIns).
+	t.Run("check-ins", func(t *testing.T) { checkIns(t, ctx, ws, cluster) })
 
 	// 4. A user applies a bundle with the CLI, targeted at env=dev.
 	dir := t.TempDir()

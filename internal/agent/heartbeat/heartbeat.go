@@ -1,8 +1,11 @@
 // Package heartbeat reports the agent's check-in and node counts on its
-// Cluster upstream. It only ever PATCHes the Cluster's status (a merge patch
-// of status.agent and status.display.readyNodes/sampleNode, the parts the
-// agent owns); it never reads the Cluster, so a fleet of agents adds no read
-// load on the manager.
+// Cluster upstream: status.agent and status.display.readyNodes/sampleNode,
+// the parts the agent owns. Where the manager's content API takes
+// check-ins (contentapi.ClusterStatusResource) it PUTs them there, in the
+// cluster namespace, and the manager writes the Cluster; otherwise (Rancher
+// Fleet's manager, or ours without the content API) it merge-patches the
+// Cluster's status itself. It never reads the Cluster, so a fleet of agents
+// adds no read load on the manager.
 package heartbeat
 
 import (
@@ -11,16 +14,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
 // Options configure the heartbeat.
@@ -28,8 +34,12 @@ type Options struct {
 	// Upstream writes the Cluster status; Downstream lists nodes.
 	Upstream   client.Client
 	Downstream client.Reader
-	// Workspace and ClusterName name the Cluster upstream.
-	Workspace, ClusterName string
+	// Content, when set, is a client of the content API with the cluster's
+	// credential: check-ins go there first (see Report).
+	Content rest.Interface
+	// Workspace and ClusterName name the Cluster upstream; ClusterNamespace
+	// is the cluster namespace (where the agent's Role is).
+	Workspace, ClusterName, ClusterNamespace string
 	// AgentNamespace is reported as status.agent.namespace.
 	AgentNamespace string
 	// Interval between check-ins (default 15m), jittered by up to 10%.
@@ -46,6 +56,10 @@ type Options struct {
 // Heartbeat is a manager.Runnable.
 type Heartbeat struct {
 	opts Options
+	// direct is set once the content API turned out not to take
+	// check-ins (it is not served, or the credential may not use it): the
+	// agent then patches the Cluster itself.
+	direct atomic.Bool
 }
 
 // New returns a heartbeat; add it to the upstream manager.
@@ -104,13 +118,28 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	}
 }
 
-// Report sends one check-in.
+// Report sends one check-in: through the content API while it takes them,
+// else as a patch of the Cluster's status. A content API that answers 404
+// (not served: an older or Rancher Fleet manager) or 403 (a credential
+// granted before the manager offered it) is not asked again; other errors
+// (the manager restarting) are returned, to be retried the same way, since
+// an agent registered for the content API has no grant to patch the Cluster
+// itself.
 func (h *Heartbeat) Report(ctx context.Context) error {
 	var nodes corev1.NodeList
 	if err := h.opts.Downstream.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	patch, err := json.Marshal(map[string]any{"status": Status(nodes.Items, h.opts.AgentNamespace, h.opts.Now())})
+	report := Status(nodes.Items, h.opts.AgentNamespace, h.opts.Now())
+	if h.opts.Content != nil && !h.direct.Load() {
+		err := Put(ctx, h.opts.Content, h.opts.Workspace, h.opts.ClusterNamespace, h.opts.ClusterName, report)
+		if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+			return err
+		}
+		log.FromContext(ctx).Info("the manager's content API does not take this cluster's check-ins; patching the Cluster instead", "reason", err.Error())
+		h.direct.Store(true)
+	}
+	patch, err := report.MergePatch()
 	if err != nil {
 		return err
 	}
@@ -118,11 +147,27 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 	return h.opts.Upstream.Status().Patch(ctx, cluster, client.RawPatch(types.MergePatchType, patch))
 }
 
-// Status is the part of the Cluster status the agent writes, as a merge
-// patch: status.agent and status.display.readyNodes/sampleNode. Node names
-// are sorted; at most three of each kind are listed; the sample node is the
+// Put sends report as the check-in of Cluster workspace/name, whose cluster
+// namespace is clusterNS, through the content API client c.
+func Put(ctx context.Context, c rest.Interface, workspace, clusterNS, name string, report contentapi.AgentReport) error {
+	body, err := json.Marshal(&contentapi.ClusterStatus{
+		TypeMeta:   metav1.TypeMeta{Kind: contentapi.ClusterStatusKind, APIVersion: contentapi.Group + "/" + contentapi.Version},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: clusterNS},
+		Workspace:  workspace,
+		Status:     report,
+	})
+	if err != nil {
+		return err
+	}
+	return c.Put().AbsPath(contentapi.ClusterStatusPath(clusterNS, name)).
+		SetHeader("Content-Type", "application/json").Body(body).Do(ctx).Error()
+}
+
+// Status is the part of the Cluster status the agent writes:
+// status.agent and status.display.readyNodes/sampleNode. Node names are
+// sorted; at most three of each kind are listed; the sample node is the
 // first ready node, else the first one.
-func Status(nodes []corev1.Node, agentNamespace string, now time.Time) map[string]any {
+func Status(nodes []corev1.Node, agentNamespace string, now time.Time) contentapi.AgentReport {
 	var ready, notReady []string
 	for _, n := range nodes {
 		if nodeReady(n) {
@@ -140,18 +185,18 @@ func Status(nodes []corev1.Node, agentNamespace string, now time.Time) map[strin
 	case len(notReady) > 0:
 		sample = notReady[0]
 	}
-	return map[string]any{
-		"agent": map[string]any{
-			"lastSeen":          metav1.NewTime(now).UTC().Format(time.RFC3339),
-			"namespace":         agentNamespace,
-			"readyNodes":        len(ready),
-			"nonReadyNodes":     len(notReady),
-			"readyNodeNames":    first(ready, 3),
-			"nonReadyNodeNames": first(notReady, 3),
+	return contentapi.AgentReport{
+		Agent: fleet.AgentStatus{
+			LastSeen:          metav1.NewTime(now.Truncate(time.Second)),
+			Namespace:         agentNamespace,
+			ReadyNodes:        len(ready),
+			NonReadyNodes:     len(notReady),
+			ReadyNodeNames:    first(ready, 3),
+			NonReadyNodeNames: first(notReady, 3),
 		},
-		"display": map[string]any{
-			"readyNodes": fmt.Sprintf("%d/%d", len(ready), len(nodes)),
-			"sampleNode": sample,
+		Display: contentapi.AgentDisplay{
+			ReadyNodes: fmt.Sprintf("%d/%d", len(ready), len(nodes)),
+			SampleNode: sample,
 		},
 	}
 }

@@ -37,52 +37,66 @@ func newCredentialAPI(cfg *rest.Config) (*credentialAPI, error) {
 	return &credentialAPI{rest: rc}, nil
 }
 
-// served reports whether the manager hands credentials over through the
-// content API (discovery lists registrationcredentials). An API server
-// that does not serve the content API, a manager that is not answering it
-// (503) or an API server that refuses the question mean no: the agent then
-// asks for, and waits for, a hand-over Secret. Other failures (throttling,
-// timeouts) are errors, so that a retry asks again rather than settling
-// for the Secret by accident.
-func (a *credentialAPI) served(ctx context.Context) (bool, error) {
+// offers is what the manager's content API offers a registering agent.
+type offers struct {
+	// credential: it hands the credential over (registrationcredentials).
+	credential bool
+	// clusterStatus: it takes the agent's check-ins (clusterstatuses), so
+	// the cluster needs no grant in the workspace namespace.
+	clusterStatus bool
+}
+
+// served reports what the manager's content API offers (from discovery).
+// An API server that does not serve the content API, a manager that is not
+// answering it (503) or an API server that refuses the question mean
+// nothing: the agent then asks for, and waits for, a hand-over Secret, and
+// patches its Cluster itself. Other failures (throttling, timeouts) are
+// errors, so that a retry asks again rather than settling for the Secret
+// by accident.
+func (a *credentialAPI) served(ctx context.Context) (offers, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	raw, err := a.rest.Get().AbsPath("/apis/" + contentapi.Group + "/" + contentapi.Version).Do(ctx).Raw()
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return false, nil
+		return offers{}, nil
 	case err != nil:
-		return false, err
+		return offers{}, err
 	}
 	list := &metav1.APIResourceList{}
 	if err := json.Unmarshal(raw, list); err != nil {
-		return false, nil
+		return offers{}, nil
 	}
+	var o offers
 	for _, r := range list.APIResources {
-		if r.Name == contentapi.CredentialResource {
-			return true, nil
+		switch r.Name {
+		case contentapi.CredentialResource:
+			o.credential = true
+		case contentapi.ClusterStatusResource:
+			o.clusterStatus = true
 		}
 	}
-	return false, nil
+	return o, nil
 }
 
 // handoverChoice records, per registration request (its clientRandom),
-// which hand-over the request asked for: a retry that continues the request
-// (AlreadyExists) must wait for the same one, whatever discovery says then.
+// what the request asked for: a retry that continues the request
+// (AlreadyExists) must wait for the same hand-over, whatever discovery
+// says then.
 var handoverChoice sync.Map
 
-// chooseHandover returns whether the request random asks for the content
-// API hand-over, deciding it on the request's first attempt.
-func (a *credentialAPI) chooseHandover(ctx context.Context, random string) (bool, error) {
+// chooseHandover returns what the request random asks of the content API,
+// deciding it on the request's first attempt.
+func (a *credentialAPI) chooseHandover(ctx context.Context, random string) (offers, error) {
 	if v, ok := handoverChoice.Load(random); ok {
-		return v.(bool), nil
+		return v.(offers), nil
 	}
-	viaAPI, err := a.served(ctx)
+	o, err := a.served(ctx)
 	if err != nil {
-		return false, err
+		return offers{}, err
 	}
-	handoverChoice.Store(random, viaAPI)
-	return viaAPI, nil
+	handoverChoice.Store(random, o)
+	return o, nil
 }
 
 // forgetHandover drops the choice of request random once it is done with.

@@ -80,6 +80,7 @@ func TestCredentialWatch(t *testing.T) {
 	}
 
 	withResource := `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"},{"name":"registrationcredentials"}]}`
+	withBoth := `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"},{"name":"registrationcredentials"},{"name":"clusterstatuses"}]}`
 	withoutResource := `{"kind":"APIResourceList","groupVersion":"content.fleet.cattle.io/v1alpha1","resources":[{"name":"bundlecontents"}]}`
 	discovery := func(code int, body string) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -92,10 +93,11 @@ func TestCredentialWatch(t *testing.T) {
 		name    string
 		code    int
 		body    string
-		want    bool
+		want    offers
 		wantErr bool
 	}{
-		{name: "served", code: 200, body: withResource, want: true},
+		{name: "credentials served", code: 200, body: withResource, want: offers{credential: true}},
+		{name: "credentials and check-ins served", code: 200, body: withBoth, want: offers{credential: true, clusterStatus: true}},
 		{name: "an older manager", code: 200, body: withoutResource},
 		{name: "no content API", code: 404, body: status(404, "NotFound", "the server could not find the requested resource")},
 		{name: "the manager does not answer", code: 503, body: status(503, "ServiceUnavailable", "unavailable")},
@@ -113,19 +115,19 @@ func TestCredentialWatch(t *testing.T) {
 
 	t.Run("a retry of a request waits for the hand-over it asked for", func(t *testing.T) {
 		answer = discovery(200, withResource)
-		if v, err := api.chooseHandover(ctx, "random-1"); !v || err != nil {
+		if v, err := api.chooseHandover(ctx, "random-1"); !v.credential || err != nil {
 			t.Fatalf("first attempt: %v, %v; want the content API", v, err)
 		}
 		answer = discovery(200, withoutResource)
-		if v, err := api.chooseHandover(ctx, "random-1"); !v || err != nil {
+		if v, err := api.chooseHandover(ctx, "random-1"); !v.credential || err != nil {
 			t.Errorf("retry of the same request: %v, %v; want the content API still", v, err)
 		}
-		if v, _ := api.chooseHandover(ctx, "random-2"); v {
+		if v, _ := api.chooseHandover(ctx, "random-2"); v.credential {
 			t.Error("a new request did not ask discovery again")
 		}
 		forgetHandover("random-1")
 		forgetHandover("random-2")
-		if v, _ := api.chooseHandover(ctx, "random-1"); v {
+		if v, _ := api.chooseHandover(ctx, "random-1"); v.credential {
 			t.Error("a forgotten request kept its choice")
 		}
 		forgetHandover("random-1")

@@ -283,15 +283,24 @@ func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	// Ask for the hand-over through the content API only when the manager
 	// serves it; otherwise (or with Rancher Fleet's manager) a Secret.
-	viaAPI, err := api.chooseHandover(ctx, random)
+	offered, err := api.chooseHandover(ctx, random)
 	if err != nil {
 		return nil, fmt.Errorf("asking the manager's API server which credential hand-over it offers: %w", err)
 	}
+	viaAPI := offered.credential
 	if viaAPI {
 		reg.Annotations = map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}
 		// This manager's finalizer (it revokes the credential when the
 		// registration goes), set here to spare the manager an update.
 		reg.Finalizers = []string{fleet.ClusterRegistrationFinalizer}
+	}
+	if offered.clusterStatus {
+		// Check-ins through the content API (the heartbeat's first
+		// choice): the cluster needs no grant in the workspace.
+		if reg.Annotations == nil {
+			reg.Annotations = map[string]string{}
+		}
+		reg.Annotations[contentapi.ClusterStatusAnnotation] = contentapi.ClusterStatusContentAPI
 	}
 	if err := up.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
 		// AlreadyExists: an earlier attempt's request, which still counts.

@@ -51,8 +51,8 @@ type Options struct {
 	// yet needs no GET of that deployment (nil: always GET).
 	Published *contentapi.Published
 	// Credentials, when set, also serves registering agents their
-	// credential (registrationcredentials); the manager replica that runs
-	// the registration controller sets it.
+	// credential (registrationcredentials), and takes agents' check-ins
+	// (clusterstatuses), which it writes on their Clusters.
 	Credentials contentapi.Credentials
 }
 
@@ -79,8 +79,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 	if err != nil {
 		return fmt.Errorf("content API: %w", err)
 	}
-	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}),
-		h: &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published, credentials: opts.Credentials}}
+	h := &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published, credentials: opts.Credentials}
+	if opts.Credentials != nil {
+		// The agent features go together: a manager that may grant the
+		// credential watch may also grant check-ins (see
+		// registration.MayHandOverCredentials).
+		h.statuses = mgr.GetClient()
+	}
+	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}), h: h}
 	if err := mgr.Add(s); err != nil {
 		return err
 	}

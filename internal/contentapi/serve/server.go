@@ -63,6 +63,9 @@ type handler struct {
 	// credentials hands registering agents their credential (nil: this
 	// replica does not serve registrationcredentials).
 	credentials contentapi.Credentials
+	// statuses writes the check-ins agents report (nil: this replica does
+	// not serve clusterstatuses).
+	statuses client.StatusClient
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +88,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resources = append(resources, metav1.APIResource{Name: contentapi.CredentialResource, Namespaced: true,
 				Kind: contentapi.CredentialKind, Verbs: metav1.Verbs{"get", "watch"}})
 		}
+		if h.statuses != nil {
+			resources = append(resources, metav1.APIResource{Name: contentapi.ClusterStatusResource, Namespaced: true,
+				Kind: contentapi.ClusterStatusKind, Verbs: metav1.Verbs{"update"}})
+		}
 		writeJSON(w, http.StatusOK, &metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: contentapi.Group + "/" + contentapi.Version,
@@ -94,6 +101,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ns, name, ok := parseCredentialPath(path); ok {
 		h.serveCredential(w, r, ns, name)
+		return
+	}
+	if ns, name, ok := parseObjectPath(path, contentapi.ClusterStatusResource); ok {
+		h.serveClusterStatus(w, r, ns, name)
 		return
 	}
 	ns, name, ok := parsePath(path)
@@ -132,13 +143,16 @@ func apiGroup() metav1.APIGroup {
 }
 
 // parsePath splits /apis/<group>/<version>/namespaces/<ns>/bundlecontents/<name>.
-func parsePath(p string) (ns, name string, ok bool) {
+func parsePath(p string) (ns, name string, ok bool) { return parseObjectPath(p, contentapi.Resource) }
+
+// parseObjectPath splits /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>.
+func parseObjectPath(p, resource string) (ns, name string, ok bool) {
 	rest, found := strings.CutPrefix(p, "/apis/"+contentapi.Group+"/"+contentapi.Version+"/namespaces/")
 	if !found {
 		return "", "", false
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) != 3 || parts[1] != contentapi.Resource || parts[0] == "" || parts[2] == "" {
+	if len(parts) != 3 || parts[1] != resource || parts[0] == "" || parts[2] == "" {
 		return "", "", false
 	}
 	return parts[0], parts[2], true

@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
 // auditPolicy logs the metadata of every request except the API server's
@@ -37,8 +39,10 @@ type Requests struct {
 	Total  int `json:"total"`
 	// PerAgentPerMinute is Total / clusters / minutes.
 	PerAgentPerMinute float64 `json:"perAgentPerMinute"`
-	// Heartbeats are patches of clusters/status; OtherWrites are every
-	// other create/update/patch/delete.
+	// Heartbeats are patches of clusters/status, or check-ins through the
+	// content API (updates of clusterstatuses, which the manager then
+	// writes on the Cluster: its writes count in ManagerWrites);
+	// OtherWrites are every other create/update/patch/delete.
 	Heartbeats  int            `json:"heartbeats"`
 	OtherWrites int            `json:"otherWrites"`
 	ByVerb      map[string]int `json:"byVerb"`
@@ -124,7 +128,8 @@ func countAgentRequests(path, workspace, realAgentNS string, from, to time.Time,
 		r.Total++
 		r.ByVerb[ev.Verb]++
 		if write {
-			if ev.ObjectRef != nil && ev.ObjectRef.Resource == "clusters" && ev.ObjectRef.Subresource == "status" {
+			if ev.ObjectRef != nil && (ev.ObjectRef.Resource == "clusters" && ev.ObjectRef.Subresource == "status" ||
+				ev.ObjectRef.Resource == contentapi.ClusterStatusResource) {
 				r.Heartbeats++
 			} else {
 				r.OtherWrites++
