@@ -6,18 +6,15 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/heartbeat"
-	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
@@ -31,15 +28,7 @@ func checkIns(t *testing.T, ctx context.Context, ws string, cluster fleet.Cluste
 	g := NewWithT(t)
 	up := upstream.Client
 
-	regs := &fleet.ClusterRegistrationList{}
-	g.Expect(up.List(ctx, regs, client.InNamespace(ws))).To(Succeed())
-	var reg *fleet.ClusterRegistration
-	for i := range regs.Items {
-		if regs.Items[i].Spec.ClientID == cluster.Spec.ClientID {
-			reg = &regs.Items[i]
-		}
-	}
-	g.Expect(reg).NotTo(BeNil(), "the cluster's registration")
+	reg := registrationOf(t, ctx, ws, cluster)
 	g.Expect(reg.Annotations).To(HaveKeyWithValue(contentapi.ClusterStatusAnnotation, contentapi.ClusterStatusContentAPI))
 
 	roles := &rbacv1.RoleList{}
@@ -56,10 +45,7 @@ func checkIns(t *testing.T, ctx context.Context, ws string, cluster fleet.Cluste
 		g.Expect(c.Status.Agent.Namespace).To(Equal(fleet.DefaultSystemNamespace))
 	}, 60*time.Second, 250*time.Millisecond).Should(Succeed())
 
-	sec := &corev1.Secret{}
-	g.Expect(downstream.Client.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: register.AgentSecretName}, sec)).To(Succeed())
-	agentCfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data[register.KeyKubeconfig])
-	g.Expect(err).NotTo(HaveOccurred())
+	agentCfg := agentConfig(t, ctx)
 	content, err := contentapi.NewRESTClient(agentCfg, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	report := heartbeat.Status(nil, fleet.DefaultSystemNamespace, time.Now())

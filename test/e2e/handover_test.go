@@ -33,15 +33,7 @@ func credentialHandover(t *testing.T, ctx context.Context, ws string, cluster fl
 	g := NewWithT(t)
 	up := upstream.Client
 
-	regs := &fleet.ClusterRegistrationList{}
-	g.Expect(up.List(ctx, regs, client.InNamespace(ws))).To(Succeed())
-	var reg *fleet.ClusterRegistration
-	for i := range regs.Items {
-		if regs.Items[i].Spec.ClientID == cluster.Spec.ClientID {
-			reg = &regs.Items[i]
-		}
-	}
-	g.Expect(reg).NotTo(BeNil(), "the cluster's registration")
+	reg := registrationOf(t, ctx, ws, cluster)
 	g.Expect(reg.Annotations).To(HaveKeyWithValue(contentapi.HandoverAnnotation, contentapi.HandoverContentAPI), "the agent asked for the content API hand-over")
 	g.Expect(reg.Status.Granted).To(BeTrue())
 	g.Expect(reg.Finalizers).To(ConsistOf(fleet.ClusterRegistrationFinalizer), "the agent set the manager's finalizer")
@@ -68,11 +60,7 @@ func credentialHandover(t *testing.T, ctx context.Context, ws string, cluster fl
 		NewWithT(t).Expect(string(obj)).NotTo(ContainSubstring(`"token"`))
 	})
 	t.Run("the cluster's own credential: refused by RBAC (403)", func(t *testing.T) {
-		sec := &corev1.Secret{}
-		NewWithT(t).Expect(downstream.Client.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: register.AgentSecretName}, sec)).To(Succeed())
-		agentCfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data[register.KeyKubeconfig])
-		NewWithT(t).Expect(err).NotTo(HaveOccurred())
-		_, _, err = watchCredential(ctx, agentCfg, ws, reg.Name)
+		_, _, err := watchCredential(ctx, agentConfig(t, ctx), ws, reg.Name)
 		NewWithT(t).Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
 	})
 	t.Run("anonymous: refused", func(t *testing.T) {
@@ -93,6 +81,31 @@ func credentialHandover(t *testing.T, ctx context.Context, ws string, cluster fl
 		NewWithT(t).Expect(typ).To(Equal("ERROR"))
 		NewWithT(t).Expect(string(obj)).To(ContainSubstring("clientRandom"))
 	})
+}
+
+// registrationOf is the ClusterRegistration the agent of cluster made.
+func registrationOf(t *testing.T, ctx context.Context, ws string, cluster fleet.Cluster) *fleet.ClusterRegistration {
+	t.Helper()
+	regs := &fleet.ClusterRegistrationList{}
+	NewWithT(t).Expect(upstream.Client.List(ctx, regs, client.InNamespace(ws))).To(Succeed())
+	for i := range regs.Items {
+		if regs.Items[i].Spec.ClientID == cluster.Spec.ClientID {
+			return &regs.Items[i]
+		}
+	}
+	t.Fatalf("no registration of cluster %s", cluster.Name)
+	return nil
+}
+
+// agentConfig is the client config of the cluster credential the agent
+// stored downstream.
+func agentConfig(t *testing.T, ctx context.Context) *rest.Config {
+	t.Helper()
+	sec := &corev1.Secret{}
+	NewWithT(t).Expect(downstream.Client.Get(ctx, client.ObjectKey{Namespace: fleet.DefaultSystemNamespace, Name: register.AgentSecretName}, sec)).To(Succeed())
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data[register.KeyKubeconfig])
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return cfg
 }
 
 // newTokenFor creates a ClusterRegistrationToken and returns its name.

@@ -38,6 +38,7 @@ import (
 // which must migrate field ownership first).
 type applyClient struct {
 	*kube.Client
+	// ctx is the deploy's: the client lives for one action.
 	ctx            context.Context
 	forceConflicts bool
 	used           atomic.Bool
@@ -53,10 +54,9 @@ func (c *applyClient) Update(originals, targets kube.ResourceList, options ...ku
 	res := &kube.Result{}
 	var errs []error
 	for _, info := range targets {
+		// A failed apply counts as an update (see apply).
 		created, err := c.apply(info)
 		if created {
-			// Helm counts a created object even when the apply failed,
-			// so that a cleanup looks for it.
 			res.Created = append(res.Created, info)
 		} else {
 			res.Updated = append(res.Updated, info)

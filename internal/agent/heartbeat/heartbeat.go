@@ -55,11 +55,8 @@ type Options struct {
 
 // Heartbeat is a manager.Runnable.
 type Heartbeat struct {
-	opts Options
-	// direct is set once the content API turned out not to take
-	// check-ins (it is not served, or the credential may not use it): the
-	// agent then patches the Cluster itself.
-	direct atomic.Bool
+	opts  Options
+	route Route
 }
 
 // New returns a heartbeat; add it to the upstream manager.
@@ -118,33 +115,64 @@ func (h *Heartbeat) Start(ctx context.Context) error {
 	}
 }
 
-// Report sends one check-in: through the content API while it takes them,
-// else as a patch of the Cluster's status. A content API that answers 404
-// (not served: an older or Rancher Fleet manager) or 403 (a credential
-// granted before the manager offered it) is not asked again; other errors
-// (the manager restarting) are returned, to be retried the same way, since
-// an agent registered for the content API has no grant to patch the Cluster
-// itself.
+// Report sends one check-in (see Route).
 func (h *Heartbeat) Report(ctx context.Context) error {
 	var nodes corev1.NodeList
 	if err := h.opts.Downstream.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	report := Status(nodes.Items, h.opts.AgentNamespace, h.opts.Now())
-	if h.opts.Content != nil && !h.direct.Load() {
-		err := Put(ctx, h.opts.Content, h.opts.Workspace, h.opts.ClusterNamespace, h.opts.ClusterName, report)
-		if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+	var viaAPI func() error
+	if h.opts.Content != nil {
+		viaAPI = func() error {
+			return Put(ctx, h.opts.Content, h.opts.Workspace, h.opts.ClusterNamespace, h.opts.ClusterName, report)
+		}
+	}
+	return h.route.Send(ctx, viaAPI, func() error {
+		patch, err := report.MergePatch()
+		if err != nil {
 			return err
 		}
-		log.FromContext(ctx).Info("the manager's content API does not take this cluster's check-ins; patching the Cluster instead", "reason", err.Error())
-		h.direct.Store(true)
+		cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: h.opts.Workspace, Name: h.opts.ClusterName}}
+		return h.opts.Upstream.Status().Patch(ctx, cluster, client.RawPatch(types.MergePatchType, patch))
+	})
+}
+
+// Route sends check-ins through the content API while it takes them, and
+// as a patch of the Cluster's status once that has worked where the
+// content API did not: a content API that answers 404 (not served: an
+// older or Rancher Fleet manager) or 403 (a credential granted before the
+// manager offered it) is tried no more once the patch succeeds. An agent
+// registered for the content API has no grant to patch its Cluster, and
+// an API server that has just restarted may answer 404 for the content
+// API until its aggregation layer has caught up: then the patch is refused
+// too, and the content API's answer is returned, to be retried like any
+// failed check-in rather than counted as a refused credential. Other
+// errors (503: the manager is away) are returned as they are. Safe for
+// concurrent use.
+type Route struct{ direct atomic.Bool }
+
+// Send sends one check-in with viaAPI (nil: no content API client) or
+// patch.
+func (r *Route) Send(ctx context.Context, viaAPI, patch func() error) error {
+	var apiErr error
+	if viaAPI != nil && !r.direct.Load() {
+		apiErr = viaAPI()
+		if !apierrors.IsNotFound(apiErr) && !apierrors.IsForbidden(apiErr) {
+			return apiErr
+		}
 	}
-	patch, err := report.MergePatch()
-	if err != nil {
-		return err
+	err := patch()
+	switch {
+	case err == nil:
+		if apiErr != nil && !r.direct.Swap(true) {
+			log.FromContext(ctx).Info("the manager's content API does not take this cluster's check-ins; patching the Cluster instead", "reason", apiErr.Error())
+		}
+		return nil
+	case apiErr != nil:
+		return apiErr
 	}
-	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: h.opts.Workspace, Name: h.opts.ClusterName}}
-	return h.opts.Upstream.Status().Patch(ctx, cluster, client.RawPatch(types.MergePatchType, patch))
+	return err
 }
 
 // Put sends report as the check-in of Cluster workspace/name, whose cluster

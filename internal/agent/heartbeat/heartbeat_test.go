@@ -3,6 +3,7 @@ package heartbeat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,10 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
@@ -81,21 +85,26 @@ func TestStatus(t *testing.T) {
 
 // TestReportRoute: a check-in goes to the content API while it takes them;
 // a content API that is not served (404) or not allowed (403) is not asked
-// again and the Cluster is patched instead; a manager that is away (503)
-// is an error to retry, not a reason to patch the Cluster (an agent
-// registered for the content API may not).
+// again once patching the Cluster worked instead; when the patch is
+// refused too (an agent registered for the content API, against an API
+// server whose aggregation layer has not caught up after a restart) the
+// content API is asked again next time and its answer returned, not a 403
+// that would count as a refused credential; a manager that is away (503)
+// is an error to retry, never a reason to patch the Cluster.
 func TestReportRoute(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		code        int
-		wantErr     bool
-		wantPatched bool
-		wantAsked   int // content API calls over two reports
+		name         string
+		code         int
+		patchRefused bool
+		wantErr      func(error) bool
+		wantPatched  bool
+		wantAsked    int // content API calls over two reports
 	}{
 		{name: "taken", code: http.StatusOK, wantAsked: 2},
 		{name: "not served", code: http.StatusNotFound, wantPatched: true, wantAsked: 1},
 		{name: "not allowed", code: http.StatusForbidden, wantPatched: true, wantAsked: 1},
-		{name: "manager away", code: http.StatusServiceUnavailable, wantErr: true, wantAsked: 2},
+		{name: "not served, and no grant to patch", code: http.StatusNotFound, patchRefused: true, wantErr: apierrors.IsNotFound, wantAsked: 2},
+		{name: "manager away", code: http.StatusServiceUnavailable, wantErr: apierrors.IsServiceUnavailable, wantAsked: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := 0
@@ -118,14 +127,23 @@ func TestReportRoute(t *testing.T) {
 				t.Fatal(err)
 			}
 			cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "c1"}}
-			up := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cluster).WithStatusSubresource(cluster).Build()
+			b := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cluster).WithStatusSubresource(cluster)
+			if tc.patchRefused {
+				b = b.WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+					return apierrors.NewForbidden(schema.GroupResource{Group: "fleet.cattle.io", Resource: "clusters"}, "c1", errors.New("no grant"))
+				}})
+			}
+			up := b.Build()
 			down := fake.NewClientBuilder().Build()
 			h := New(Options{Upstream: up, Downstream: down, Content: content, Workspace: "ws", ClusterName: "c1", ClusterNamespace: "cluster-ns", AgentNamespace: "agent-ns"})
 			for range 2 {
 				err = h.Report(context.Background())
 			}
-			if (err != nil) != tc.wantErr {
-				t.Errorf("Report: %v, want error %v", err, tc.wantErr)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Errorf("Report: %v, want success", err)
+			case tc.wantErr != nil && !tc.wantErr(err):
+				t.Errorf("Report: %v, want another error", err)
 			}
 			got := &fleet.Cluster{}
 			if err := up.Get(context.Background(), client.ObjectKeyFromObject(cluster), got); err != nil {

@@ -154,19 +154,19 @@ func (a *agent) heartbeat(ctx context.Context) {
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	wait := jitter(a.s.opts.FirstCheckinDelay, 100)
 	retry := time.Second
-	direct := false // as heartbeat.Report: the content API first
+	var route heartbeat.Route // as the real agent: the content API first
 	for sleep(ctx, wait) {
 		report := heartbeat.Status([]corev1.Node{node}, a.ns, time.Now())
-		var err error
-		if !direct {
-			err = heartbeat.Put(ctx, a.s.fleetClient, a.cred.ClusterNamespace, a.cred.DeploymentNamespace, a.cred.ClusterName, report)
-			direct = apierrors.IsNotFound(err) || apierrors.IsForbidden(err)
-		}
-		if direct {
-			body, _ := report.MergePatch()
-			err = a.s.fleetClient.Patch(types.MergePatchType).Namespace(a.cred.ClusterNamespace).
+		err := route.Send(ctx, func() error {
+			return heartbeat.Put(ctx, a.s.fleetClient, a.cred.ClusterNamespace, a.cred.DeploymentNamespace, a.cred.ClusterName, report)
+		}, func() error {
+			body, err := report.MergePatch()
+			if err != nil {
+				return err
+			}
+			return a.s.fleetClient.Patch(types.MergePatchType).Namespace(a.cred.ClusterNamespace).
 				Resource("clusters").Name(a.cred.ClusterName).SubResource("status").Body(body).Do(ctx).Error()
-		}
+		})
 		if err == nil {
 			a.s.Stats.Heartbeats.Add(1)
 			wait, retry = jitter(a.s.opts.CheckinInterval, 10), time.Second
