@@ -147,10 +147,21 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 // an API server that has just restarted may answer 404 for the content
 // API until its aggregation layer has caught up: then the patch is refused
 // too, and the content API's answer is returned, to be retried like any
-// failed check-in rather than counted as a refused credential. Other
+// failed check-in rather than counted as a refused credential, up to
+// refusedBothLimit times in a row: after that the patch's refusal is
+// returned, so that an agent whose manager stopped serving the content API
+// for good ends up registering again (and gets the grant to patch). Other
 // errors (503: the manager is away) are returned as they are. Safe for
 // concurrent use.
-type Route struct{ direct atomic.Bool }
+type Route struct {
+	direct      atomic.Bool
+	refusedBoth atomic.Int32
+}
+
+// refusedBothLimit is how many check-ins in a row may find both ways
+// refused before the refusal counts against the credential; with the
+// heartbeat's backoff (1 s doubling) that is about a minute.
+const refusedBothLimit = 6
 
 // Send sends one check-in with viaAPI (nil: no content API client) or
 // patch.
@@ -159,17 +170,21 @@ func (r *Route) Send(ctx context.Context, viaAPI, patch func() error) error {
 	if viaAPI != nil && !r.direct.Load() {
 		apiErr = viaAPI()
 		if !apierrors.IsNotFound(apiErr) && !apierrors.IsForbidden(apiErr) {
+			if apiErr == nil {
+				r.refusedBoth.Store(0)
+			}
 			return apiErr
 		}
 	}
 	err := patch()
 	switch {
 	case err == nil:
+		r.refusedBoth.Store(0)
 		if apiErr != nil && !r.direct.Swap(true) {
 			log.FromContext(ctx).Info("the manager's content API does not take this cluster's check-ins; patching the Cluster instead", "reason", apiErr.Error())
 		}
 		return nil
-	case apiErr != nil:
+	case apiErr != nil && r.refusedBoth.Add(1) <= refusedBothLimit:
 		return apiErr
 	}
 	return err

@@ -89,7 +89,8 @@ func TestStatus(t *testing.T) {
 // refused too (an agent registered for the content API, against an API
 // server whose aggregation layer has not caught up after a restart) the
 // content API is asked again next time and its answer returned, not a 403
-// that would count as a refused credential; a manager that is away (503)
+// that would count as a refused credential (until that has gone on too
+// long to be a restart); a manager that is away (503)
 // is an error to retry, never a reason to patch the Cluster.
 func TestReportRoute(t *testing.T) {
 	for _, tc := range []struct {
@@ -98,12 +99,14 @@ func TestReportRoute(t *testing.T) {
 		patchRefused bool
 		wantErr      func(error) bool
 		wantPatched  bool
-		wantAsked    int // content API calls over two reports
+		reports      int // default 2
+		wantAsked    int // content API calls over all reports
 	}{
 		{name: "taken", code: http.StatusOK, wantAsked: 2},
 		{name: "not served", code: http.StatusNotFound, wantPatched: true, wantAsked: 1},
 		{name: "not allowed", code: http.StatusForbidden, wantPatched: true, wantAsked: 1},
 		{name: "not served, and no grant to patch", code: http.StatusNotFound, patchRefused: true, wantErr: apierrors.IsNotFound, wantAsked: 2},
+		{name: "not served for good, and no grant to patch: the refusal counts", code: http.StatusNotFound, patchRefused: true, reports: refusedBothLimit + 1, wantErr: apierrors.IsForbidden, wantAsked: refusedBothLimit + 1},
 		{name: "manager away", code: http.StatusServiceUnavailable, wantErr: apierrors.IsServiceUnavailable, wantAsked: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +139,11 @@ func TestReportRoute(t *testing.T) {
 			up := b.Build()
 			down := fake.NewClientBuilder().Build()
 			h := New(Options{Upstream: up, Downstream: down, Content: content, Workspace: "ws", ClusterName: "c1", ClusterNamespace: "cluster-ns", AgentNamespace: "agent-ns"})
-			for range 2 {
+			reports := tc.reports
+			if reports == 0 {
+				reports = 2
+			}
+			for range reports {
 				err = h.Report(context.Background())
 			}
 			switch {
