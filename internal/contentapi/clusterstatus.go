@@ -52,6 +52,17 @@ type ClusterStatus struct {
 	Status            AgentReport `json:"status"`
 }
 
+// NewClusterStatus is the check-in report of Cluster workspace/name, whose
+// cluster namespace is clusterNS.
+func NewClusterStatus(workspace, clusterNS, name string, report AgentReport) *ClusterStatus {
+	return &ClusterStatus{
+		TypeMeta:   metav1.TypeMeta{Kind: ClusterStatusKind, APIVersion: Group + "/" + Version},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: clusterNS},
+		Workspace:  workspace,
+		Status:     report,
+	}
+}
+
 // AgentReport is the part of a Cluster's status its agent owns:
 // status.agent and status.display.readyNodes/sampleNode.
 type AgentReport struct {

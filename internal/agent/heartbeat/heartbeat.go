@@ -193,12 +193,7 @@ func (r *Route) Send(ctx context.Context, viaAPI, patch func() error) error {
 // Put sends report as the check-in of Cluster workspace/name, whose cluster
 // namespace is clusterNS, through the content API client c.
 func Put(ctx context.Context, c rest.Interface, workspace, clusterNS, name string, report contentapi.AgentReport) error {
-	body, err := json.Marshal(&contentapi.ClusterStatus{
-		TypeMeta:   metav1.TypeMeta{Kind: contentapi.ClusterStatusKind, APIVersion: contentapi.Group + "/" + contentapi.Version},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: clusterNS},
-		Workspace:  workspace,
-		Status:     report,
-	})
+	body, err := json.Marshal(contentapi.NewClusterStatus(workspace, clusterNS, name, report))
 	if err != nil {
 		return err
 	}

@@ -36,12 +36,7 @@ func (h *handler) serveClusterStatus(w http.ResponseWriter, r *http.Request, ns,
 		writeStatus(w, apierrors.NewNotFound(gr, ""))
 		return
 	}
-	if r.Method != http.MethodPut {
-		writeStatus(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
-		return
-	}
-	if err := h.authenticate(r); err != nil {
-		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+	if !h.admit(w, r, gr, http.MethodPut) {
 		return
 	}
 	cs := &contentapi.ClusterStatus{}
@@ -72,9 +67,7 @@ func (h *handler) serveClusterStatus(w http.ResponseWriter, r *http.Request, ns,
 		writeStatus(w, err)
 		return
 	}
-	cs.Name, cs.Namespace = name, ns
-	cs.TypeMeta = metav1.TypeMeta{Kind: contentapi.ClusterStatusKind, APIVersion: contentapi.Group + "/" + contentapi.Version}
-	writeJSON(w, http.StatusOK, cs)
+	writeJSON(w, http.StatusOK, contentapi.NewClusterStatus(cs.Workspace, ns, name, cs.Status))
 }
 
 // checkClusterStatus decides whether user may report cs as the check-in

@@ -58,7 +58,7 @@ func (h *handler) serveCredential(w http.ResponseWriter, r *http.Request, ns, na
 		writeStatus(w, apierrors.NewNotFound(contentapi.CredentialGroupResource, ""))
 		return
 	}
-	if !h.admit(w, r, contentapi.CredentialGroupResource) {
+	if !h.admit(w, r, contentapi.CredentialGroupResource, http.MethodGet) {
 		return
 	}
 	user := h.user(r)

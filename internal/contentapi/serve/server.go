@@ -112,7 +112,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(contentapi.GroupResource, ""))
 		return
 	}
-	if !h.admit(w, r, contentapi.GroupResource) {
+	if !h.admit(w, r, contentapi.GroupResource, http.MethodGet) {
 		return
 	}
 	bc, err := h.get(r.Context(), ns, name, r.URL.Query().Get(contentapi.DeploymentParam))
@@ -123,10 +123,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, bc)
 }
 
-// admit lets through a GET from the aggregation layer; it answers anything
-// else (405, 401) itself and returns false.
-func (h *handler) admit(w http.ResponseWriter, r *http.Request, gr schema.GroupResource) bool {
-	if r.Method != http.MethodGet {
+// admit lets through a request with method from the aggregation layer; it
+// answers anything else (405, 401) itself and returns false.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, method string) bool {
+	if r.Method != method {
 		writeStatus(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
 		return false
 	}
