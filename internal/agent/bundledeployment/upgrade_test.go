@@ -112,6 +112,21 @@ func TestUpgradeAppliesWithoutReading(t *testing.T) {
 	if _, err := configMap(t, ns, "removed"); !apierrors.IsNotFound(err) {
 		t.Errorf("removed: want NotFound, got %v", err)
 	}
+
+	// The same after an agent restart, which knows the deployed objects
+	// only from the stored release.
+	restarted, err := deployer.New(cfg, agentNS)
+	must(t, err)
+	v3 := configMaps("metadata:\n  name: changed\ndata:\n  x: \"4\"\n")
+	if _, err := restarted.Deploy(ctx, deployer.Input{Name: "upgrade-apply", Manifest: v3, Options: opts}); err != nil {
+		t.Fatal(err)
+	}
+	if cm, err := configMap(t, ns, "changed"); err != nil || cm.Data["x"] != "4" {
+		t.Errorf("changed after the restart: %v, %v", cm, err)
+	}
+	if _, err := configMap(t, ns, "added"); !apierrors.IsNotFound(err) {
+		t.Errorf("added, then removed after the restart: want NotFound, got %v", err)
+	}
 }
 
 // A release installed with client-side apply (takeOwnership) is upgraded

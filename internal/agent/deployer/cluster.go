@@ -233,6 +233,7 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 			return err
 		}
 	}
+	d.deployed.forget(releaseKey(in.Namespace, in.ReleaseName))
 	if in.DeleteNamespace && !systemNamespace(in.Namespace) {
 		// The next deploy into it must not trust an old check.
 		d.namespaces.clear()

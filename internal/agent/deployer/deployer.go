@@ -60,6 +60,8 @@ type Deployer struct {
 	// defaultSA and namespaces remember recent lookups (LookupMaxAge).
 	defaultSA  *recent[bool]
 	namespaces *recent[struct{}]
+	// deployed remembers the objects of each release's last manifest.
+	deployed deployedObjects
 }
 
 // Options configure a Deployer.
@@ -337,6 +339,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 			return nil, err
 		}
 	}
+	client, ok := ac.KubeClient.(*kube.Client)
+	if !ok {
+		return nil, fmt.Errorf("unexpected Helm kube client %T", ac.KubeClient)
+	}
+	key := releaseKey(ns, name)
+	kc := &actionClient{Client: client, ctx: ctx, builds: builds{parse: client.Build, mapper: mapper}}
+	ac.KubeClient = kc
 	var rel ri.Releaser
 	if last == nil {
 		i := action.NewInstall(ac)
@@ -363,8 +372,11 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		if u.ForceReplace {
 			u.ServerSideApply, u.ForceConflicts = "false", false
 		}
-		if kc, ok := ac.KubeClient.(*kube.Client); ok && !u.ForceReplace && last.ApplyMethod == string(release.ApplyMethodServerSideApply) {
-			ac.KubeClient = &applyClient{Client: kc, ctx: ctx, forceConflicts: u.ForceConflicts}
+		if !u.ForceReplace && last.ApplyMethod == string(release.ApplyMethodServerSideApply) {
+			kc.fastApply, kc.forceConflicts = true, u.ForceConflicts
+			if ro := d.deployed.get(key); ro != nil {
+				kc.deployed = ro
+			}
 		}
 		u.MaxHistory = maxHistory(helm)
 		u.RollbackOnFailure = helm.Atomic
@@ -375,9 +387,22 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		rel, err = u.RunWithContext(ctx, name, ch, values)
 	}
 	if err != nil {
+		// A failed action may have left any manifest deployed.
+		d.deployed.forget(key)
 		return nil, err
 	}
-	return toRelease(rel)
+	out, err := toRelease(rel)
+	if err != nil {
+		return nil, err
+	}
+	if v1, err := asV1(rel); err == nil {
+		if ro, ok := kc.objectsOf(v1.Manifest); ok {
+			d.deployed.put(key, ro)
+		} else {
+			d.deployed.forget(key)
+		}
+	}
+	return out, nil
 }
 
 // chartOf returns the chart to install and the post-renderer Helm must run

@@ -19,36 +19,45 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// applyClient is Helm's kube client for an upgrade that server-side
-// applies every object of the release. Helm's own Update first GETs each
-// object only to learn whether the apply will create or update it; an
-// apply does both, and its answer says which (201 or 200). So this client
-// applies each object at once and classifies it from the answer: one
-// request per object instead of two. On a five-object bundle that is five
-// of the sixteen requests an upgrade made on the downstream API server,
-// and their decoding in the agent.
+// actionClient is Helm's kube client for one install or upgrade of the
+// agent. It does two things Helm's own client does not.
+//
+// It server-side applies an upgrade without reading first (fastApply).
+// Helm's own Update first GETs each object only to learn whether the apply
+// will create or update it; an apply does both, and its answer says which
+// (201 or 200). So this client applies each object at once and classifies
+// it from the answer: one request per object instead of two. On a
+// five-object bundle that is five of the sixteen requests an upgrade made
+// on the downstream API server, and their decoding in the agent.
 //
 // Only the upgrade's own apply is replaced, once: objects that left the
 // release are deleted by Helm's code (which honours
 // helm.sh/resource-policy: keep), and every later Update of the action (a
 // rollback after a failed atomic upgrade, which migrates field ownership)
-// is Helm's. The Deployer picks this client only for a plain upgrade:
+// is Helm's. The Deployer asks for fastApply only for a plain upgrade:
 // server-side apply over a release Helm also applied server-side (not a
 // forced replace, nor the first apply over a client-side applied release,
 // which must migrate field ownership first).
-type applyClient struct {
+//
+// And it parses each manifest of the action once (Build, in build.go).
+type actionClient struct {
 	*kube.Client
 	// ctx is the deploy's: the client lives for one action.
 	ctx            context.Context
 	forceConflicts bool
-	used           atomic.Bool
+	// fastApply replaces the action's first Update (see above).
+	fastApply bool
+	// updated is set by the action's first Update.
+	updated atomic.Bool
+
+	builds
 }
 
 // Update applies every target, then lets Helm delete the originals no
 // longer among them. Like Helm, it applies all targets before reporting
 // their errors and deletes nothing when one failed.
-func (c *applyClient) Update(originals, targets kube.ResourceList, options ...kube.ClientUpdateOption) (*kube.Result, error) {
-	if c.used.Swap(true) {
+func (c *actionClient) Update(originals, targets kube.ResourceList, options ...kube.ClientUpdateOption) (*kube.Result, error) {
+	if first := !c.updated.Swap(true); !c.fastApply || !first {
 		return c.Client.Update(originals, targets, options...)
 	}
 	res := &kube.Result{}
@@ -85,7 +94,7 @@ func (c *applyClient) Update(originals, targets kube.ResourceList, options ...ku
 // exist before; a failed apply counts as an update, so that nothing that
 // may have existed is ever cleaned up as if this upgrade had created it.
 // A create refused for a ResourceQuota conflict is retried, as Helm does.
-func (c *applyClient) apply(info *resource.Info) (created bool, err error) {
+func (c *actionClient) apply(info *resource.Info) (created bool, err error) {
 	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, info.Object)
 	if err != nil {
 		return false, fmt.Errorf("failed to encode object %s/%s %s: %w", info.Namespace, info.Name, info.Mapping.GroupVersionKind, err)
