@@ -452,6 +452,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		}
 		arss = rssBytes(agents.pid())
 		res.Agents.RestRSSMiB, res.Agents.RestSeconds = mib(arss), o.Rest.Seconds()
+		// What the agents still hold at rest (the profile above is of
+		// the last collection during the burst).
+		rheap := filepath.Join(o.OutDir, "agents-heap-rest.pprof")
+		if err := agents.profile(ctx, "heap", rheap); err == nil {
+			res.Profiles = append(res.Profiles, rheap)
+		}
 	}
 	if sc.Clusters > 0 {
 		res.Agents.PerClusterKiB = float64(arss-agents.baseRSS) / 1024 / float64(sc.Clusters)
