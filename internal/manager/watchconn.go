@@ -20,7 +20,7 @@ import (
 // (agents included) for up to 100 ms, and closed it as unresponsive. The
 // audit log of a 2,500-deployment creation showed the manager's
 // BundleDeployment watch closed and re-established 15 to 20 times; on its
-// own connection, 2 or 3 times (docs/scale.md, "Ninth pass").
+// own connection, 2 or 3 times (docs/scale-history.md, "Ninth pass").
 func newCacheOnOwnConnection(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	own := kubeclient.OwnConnection(cfg)
 	hc, err := rest.HTTPClientFor(own)

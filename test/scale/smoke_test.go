@@ -59,7 +59,8 @@ func TestTinyScenario(t *testing.T) {
 	if res.FloorCR == nil || res.FloorCR.Kind != harness.FloorCustomResource || res.FloorCR.RoundTripSeconds <= 0 || res.RatioToFloorCR <= 0 {
 		t.Errorf("custom-resource floor not measured: %+v ratio %v", res.FloorCR, res.RatioToFloorCR)
 	}
-	if res.Manager.CPUSeconds <= 0 || res.Manager.PeakRSSMiB <= 0 || res.Agents.PeakRSSMiB <= 0 || res.Agents.PerClusterKiB <= 0 {
+	if res.Manager.CPUSeconds <= 0 || res.Manager.PeakRSSMiB <= 0 || res.Agents.PeakRSSMiB <= 0 || res.Agents.PerClusterKiB <= 0 ||
+		res.Agents.AnonMiB <= 0 || res.Agents.BaseAnonMiB <= 0 {
 		t.Errorf("process figures missing: manager %+v agents %+v", res.Manager, res.Agents)
 	}
 	if res.RealAgent == nil || res.RealAgent.RSSMiB <= 0 {

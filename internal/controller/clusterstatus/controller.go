@@ -50,7 +50,7 @@ type Options struct {
 	// workloads, easily takes longer than 10 s to report, and each write
 	// stores the whole Cluster again: at 10 s, a 1,000-cluster rollout with
 	// real installs still cost 1.6 status writes per cluster
-	// (docs/scale.md, "Seventh pass").
+	// (docs/scale-history.md, "Seventh pass").
 	Settle time.Duration
 	// RollupInterval is the least time between two writes of a cluster's
 	// roll-up that change only counts (the Ready and Offline conditions and

@@ -3,7 +3,7 @@
 // Fleet CRDs, runs each kind of request N times (32 at a time) and prints
 // the API server's CPU seconds per request, next to the same for the
 // scale harness's floor object (a custom resource with one 3 KiB string).
-// docs/scale.md ("Fifth pass") explains what the figures meant for the
+// docs/scale-history.md ("Fifth pass") explains what the figures meant for the
 // BundleDeployment's shape and the agent's status writes.
 //
 //	go run ./test/scale/apicost [-n 2000] [-namespaces 200]

@@ -118,7 +118,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 	if cfg.ManagerQPS > 0 {
 		rc.QPS, rc.Burst = cfg.ManagerQPS, int(cfg.ManagerQPS*2)
 	}
-	fmt.Printf("READY rss=%d\n", rssBytes(os.Getpid()))
+	fmt.Printf("READY rss=%d anon=%d\n", rssBytes(os.Getpid()), anonBytes(os.Getpid()))
 	return manager.Run(ctx, rc, manager.Options{
 		LeaderElection: false, MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
 		AgentCheckinInterval: cfg.CheckinInterval, ShardID: cfg.ShardID, MaxInFlight: cfg.MaxInFlight,
@@ -142,7 +142,7 @@ func runAgents(ctx context.Context, cfg childConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("READY rss=%d\n", rssBytes(os.Getpid()))
+	fmt.Printf("READY rss=%d anon=%d\n", rssBytes(os.Getpid()), anonBytes(os.Getpid()))
 	go func() {
 		for ctx.Err() == nil {
 			time.Sleep(10 * time.Second)

@@ -38,6 +38,11 @@ func procStatusBytes(pid int, field string) int64 {
 // rssBytes is the resident set of a process now.
 func rssBytes(pid int) int64 { return procStatusBytes(pid, "VmRSS") }
 
+// anonBytes is the anonymous part of the resident set (RssAnon: heap,
+// stacks), which grows with the work a process holds; the rest is mostly
+// pages of its executable, a fixed cost however many agents it runs.
+func anonBytes(pid int) int64 { return procStatusBytes(pid, "RssAnon") }
+
 // peakRSSBytes is the high-water mark of the resident set.
 func peakRSSBytes(pid int) int64 { return procStatusBytes(pid, "VmHWM") }
 

@@ -21,7 +21,10 @@ type child struct {
 	cmd     *exec.Cmd
 	pprof   string // host:port of its pprof server
 	baseRSS int64  // resident set before its work started
-	exited  chan error
+	// baseAnon is its anonymous part (heap, stacks), without the pages
+	// of the binary's code and data it had touched.
+	baseAnon int64
+	exited   chan error
 }
 
 // startChild starts role and waits for its READY line.
@@ -61,7 +64,16 @@ func startProcess(role, dir string, cmd *exec.Cmd, ready bool) (*child, error) {
 			case strings.HasPrefix(line, "PPROF "):
 				c.pprof = strings.TrimPrefix(line, "PPROF ")
 			case strings.HasPrefix(line, "READY rss="):
-				c.baseRSS, _ = strconv.ParseInt(strings.TrimPrefix(line, "READY rss="), 10, 64)
+				for _, f := range strings.Fields(strings.TrimPrefix(line, "READY ")) {
+					k, v, _ := strings.Cut(f, "=")
+					n, _ := strconv.ParseInt(v, 10, 64)
+					switch k {
+					case "rss":
+						c.baseRSS = n
+					case "anon":
+						c.baseAnon = n
+					}
+				}
 				close(readyCh)
 			}
 			_, _ = fmt.Fprintln(logf, line)

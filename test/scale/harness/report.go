@@ -48,6 +48,13 @@ type Process struct {
 	RestRSSMiB    float64 `json:"restRSSMiB,omitempty"`
 	RestSeconds   float64 `json:"restSeconds,omitempty"`
 	PerClusterKiB float64 `json:"perClusterKiB,omitempty"`
+	// AnonMiB and BaseAnonMiB are the anonymous part of the same RSS
+	// (RssAnon) and of the base, PerClusterAnonKiB the per-cluster figure
+	// from them: without the executable's pages, which the agents touch
+	// as they first run Helm's code, the same for one agent or thousands.
+	AnonMiB           float64 `json:"anonMiB,omitempty"`
+	BaseAnonMiB       float64 `json:"baseAnonMiB,omitempty"`
+	PerClusterAnonKiB float64 `json:"perClusterAnonKiB,omitempty"`
 }
 
 // Result is everything one scenario run measured.
@@ -208,6 +215,10 @@ func (r *Result) PrintTable(w io.Writer) {
 	}
 	row("agents process RSS", "peak %.0f MiB, end %.0f MiB%s, base %.0f MiB -> %.0f KiB per simulated cluster",
 		r.Agents.PeakRSSMiB, r.Agents.RSSMiB, rest, r.Agents.BaseRSSMiB, r.Agents.PerClusterKiB)
+	if r.Agents.AnonMiB > 0 {
+		row("agents process, anonymous", "%.0f MiB (base %.0f MiB) -> %.0f KiB per simulated cluster",
+			r.Agents.AnonMiB, r.Agents.BaseAnonMiB, r.Agents.PerClusterAnonKiB)
+	}
 	if r.RealAgent != nil {
 		row("one real fleet-agent", "RSS %.0f MiB at the end (peak %.0f MiB), CPU %.1fs", r.RealAgent.RSSMiB, r.RealAgent.PeakRSSMiB, r.RealAgent.CPUSeconds)
 	}

@@ -459,8 +459,13 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			res.Profiles = append(res.Profiles, rheap)
 		}
 	}
+	anon := anonBytes(agents.pid())
+	res.Agents.AnonMiB, res.Agents.BaseAnonMiB = mib(anon), mib(agents.baseAnon)
 	if sc.Clusters > 0 {
 		res.Agents.PerClusterKiB = float64(arss-agents.baseRSS) / 1024 / float64(sc.Clusters)
+		if anon > 0 && agents.baseAnon > 0 {
+			res.Agents.PerClusterAnonKiB = float64(anon-agents.baseAnon) / 1024 / float64(sc.Clusters)
+		}
 	}
 	if real != nil {
 		select {
