@@ -9,11 +9,11 @@ import (
 	"io"
 	"strings"
 
+	goyaml "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	goyaml "go.yaml.in/yaml/v2"
 )
 
 // Labels and annotations the agent puts on every deployed object. The names
