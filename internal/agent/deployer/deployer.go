@@ -374,9 +374,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		}
 		if !u.ForceReplace && last.ApplyMethod == string(release.ApplyMethodServerSideApply) {
 			kc.fastApply, kc.forceConflicts = true, u.ForceConflicts
-			if ro := d.deployed.get(key); ro != nil {
-				kc.deployed = ro
-			}
+			kc.deployed = d.deployed.get(key)
 		}
 		u.MaxHistory = maxHistory(helm)
 		u.RollbackOnFailure = helm.Atomic
@@ -391,18 +389,16 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		d.deployed.forget(key)
 		return nil, err
 	}
-	out, err := toRelease(rel)
+	v1, err := asV1(rel)
 	if err != nil {
 		return nil, err
 	}
-	if v1, err := asV1(rel); err == nil {
-		if ro, ok := kc.objectsOf(v1.Manifest); ok {
-			d.deployed.put(key, ro)
-		} else {
-			d.deployed.forget(key)
-		}
+	if ro, ok := kc.objectsOf(v1.Manifest); ok {
+		d.deployed.put(key, ro)
+	} else {
+		d.deployed.forget(key)
 	}
-	return out, nil
+	return toRelease(v1)
 }
 
 // chartOf returns the chart to install and the post-renderer Helm must run
