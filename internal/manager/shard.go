@@ -9,6 +9,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/content"
+	"github.com/fleetgo/fleet/internal/intern"
 )
 
 // ShardSelector selects the objects of shard id: labelled
@@ -53,8 +54,10 @@ func shardCache(id string, helmOps bool) cache.Options {
 	// No controller reads managedFields, often a third of an object's size
 	// (a Cluster carries the fields of the agent, the registration and the
 	// status controllers). An update of a cached object without them leaves
-	// them unchanged on the server.
-	return cache.Options{ByObject: by, DefaultTransform: cache.TransformStripManagedFields()}
+	// them unchanged on the server. The strings that thousands of cached
+	// objects repeat (a bundle's deploymentID in each of its deployments,
+	// labels, conditions) are then kept once (internal/intern).
+	return cache.Options{ByObject: by, DefaultTransform: intern.Transform(cache.TransformStripManagedFields())}
 }
 
 // contentRoles selects the ClusterRoles of the Content controller.
