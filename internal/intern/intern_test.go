@@ -133,7 +133,7 @@ func TestObjectKeepsEveryValue(t *testing.T) {
 		},
 	)
 	for _, typ := range types {
-		for range 10 {
+		for range 50 {
 			filled := reflect.New(typ).Interface()
 			f.Fill(filled)
 			// Decoded from JSON, as an informer's objects are: the decoder
