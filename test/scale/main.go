@@ -28,7 +28,7 @@ func main() {
 		out         = flag.String("out", "", "directory for logs, profiles and <scenario>.json (default: a temporary directory per scenario)")
 		idle        = flag.Duration("idle", 0, "override the idle window (the idle scenario's default is 10m)")
 		mode        = flag.String("simulate-apply", "", "override the apply mode: status-only or real")
-		timeout     = flag.Duration("phase-timeout", 20*time.Minute, "give up a phase after this long")
+		timeout     = flag.Duration("phase-timeout", 0, "give up a phase after this long (default: the scenario's, 1h for 10k-10, else 20m)")
 		qps         = flag.Float64("manager-qps", 0, "override the manager's client QPS (default: as cmd/fleet-controller)")
 		maxInFlight = flag.Int("manager-max-in-flight", 0, "override the manager's --max-requests-in-flight (default: as cmd/fleet-controller)")
 		checkin     = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")

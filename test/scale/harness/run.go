@@ -38,7 +38,7 @@ type Options struct {
 	Idle time.Duration
 	// Mode overrides the scenario's apply mode.
 	Mode simulator.Mode
-	// PhaseTimeout bounds each phase (default 20m).
+	// PhaseTimeout bounds each phase (default: the scenario's, else 20m).
 	PhaseTimeout time.Duration
 	// ManagerQPS overrides the manager's client QPS (default: what
 	// cmd/fleet-controller uses).
@@ -97,6 +97,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	if o.Mode != "" {
 		sc.Mode = o.Mode
+	}
+	if o.PhaseTimeout <= 0 {
+		o.PhaseTimeout = sc.PhaseTimeout
 	}
 	if o.PhaseTimeout <= 0 {
 		o.PhaseTimeout = 20 * time.Minute

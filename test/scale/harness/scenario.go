@@ -46,6 +46,11 @@ type Scenario struct {
 	// --shard-id) that own the bundles, spread round-robin; 0 means the
 	// unsharded manager does all the work.
 	Shards int `json:"shards,omitempty"`
+	// PhaseTimeout is how long a phase of this scenario may take before it
+	// is given up (Options.PhaseTimeout overrides it; zero: 20 minutes).
+	// 10k-10's creation of 100,000 BundleDeployments takes about 30 minutes
+	// on a slow day of the 2-core machine, so it gets an hour.
+	PhaseTimeout time.Duration `json:"phaseTimeout,omitempty"`
 	// About says what the scenario stands for.
 	About string `json:"about"`
 }
@@ -62,7 +67,7 @@ var Scenarios = map[string]Scenario{
 		Floor: true,
 		About: "Fleet's QA case: 50 clusters x 50 bundles, real apply; creation -> all Ready"},
 	"10k-10": {Name: "10k-10", Clusters: 10000, Bundles: 10, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
-		Change: true, Floor: true, RegisterConcurrency: 1000,
+		Change: true, Floor: true, RegisterConcurrency: 1000, PhaseTimeout: time.Hour,
 		About: "10,000 clusters x 10 bundles, status-only; one bundle change -> all Ready"},
 	"idle": {Name: "idle", Clusters: 1000, Bundles: 1, ResourcesPerBundle: 5, Mode: simulator.StatusOnly,
 		Idle:  10 * time.Minute,
