@@ -99,6 +99,13 @@ func (r AgentReport) MergePatch() ([]byte, error) {
 	}})
 }
 
+// Apply writes r into a Cluster's status, as MergePatch does.
+func (r AgentReport) Apply(st *fleet.ClusterStatus) {
+	st.Agent = r.Agent
+	st.Agent.LastSeen = metav1.NewTime(r.Agent.LastSeen.UTC().Truncate(time.Second))
+	st.Display.ReadyNodes, st.Display.SampleNode = r.Display.ReadyNodes, r.Display.SampleNode
+}
+
 // ClusterStatusPath is the URL path of the check-in of cluster name, whose
 // cluster namespace is namespace.
 func ClusterStatusPath(namespace, name string) string {

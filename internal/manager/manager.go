@@ -21,6 +21,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/registration"
@@ -233,6 +234,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if err := c.Setup(ctx, mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
 		}
+	}
+	if opts.ContentAPI.Enabled() && opts.ShardID == "" && opts.ContentAPI.FirstCheckIn == nil {
+		// This replica runs the Cluster status controller: a first
+		// check-in carries the status that controller would write next.
+		opts.ContentAPI.FirstCheckIn = clusterstatus.FirstCheckIn(mgr.GetClient(), clusterstatus.Options{OfflineThreshold: opts.OfflineThreshold})
 	}
 	if opts.ContentAPI.Enabled() {
 		// Every replica serves; only the unsharded leader registers.

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,15 +58,17 @@ func (h *handler) serveClusterStatus(w http.ResponseWriter, r *http.Request, ns,
 		writeStatus(w, err)
 		return
 	}
-	patch, err := cs.Status.MergePatch()
-	if err != nil {
-		writeStatus(w, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cs.Workspace, Name: name}}
-	if err := h.statuses.Status().Patch(r.Context(), cluster, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		writeStatus(w, err)
-		return
+	if !h.writeFirstCheckIn(r.Context(), ns, name, cs) {
+		patch, err := cs.Status.MergePatch()
+		if err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: cs.Workspace, Name: name}}
+		if err := h.statuses.Status().Patch(r.Context(), cluster, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			writeStatus(w, err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, contentapi.NewClusterStatus(cs.Workspace, ns, name, cs.Status))
 }
@@ -89,4 +92,28 @@ func checkClusterStatus(user, ns, name string, cs *contentapi.ClusterStatus) err
 		return apierrors.NewForbidden(gr, name, fmt.Errorf("namespace %s is not the cluster namespace of Cluster %s/%s", ns, cs.Workspace, name))
 	}
 	return nil
+}
+
+// writeFirstCheckIn writes the first check-in of a cluster's agent together
+// with the Cluster status it brings about (h.firstCheckIn), under the
+// resourceVersion of the cached Cluster, and reports whether it did. Any
+// other check-in, a Cluster the cache does not show as waiting for its
+// first one, and a failed or conflicting write leave the check-in to the
+// plain patch of the agent's fields (the Cluster controller then writes
+// the rest, as it would anyway).
+func (h *handler) writeFirstCheckIn(ctx context.Context, ns, name string, cs *contentapi.ClusterStatus) bool {
+	if h.firstCheckIn == nil || h.cache == nil {
+		return false
+	}
+	c := &fleet.Cluster{}
+	if err := h.cache.Get(ctx, client.ObjectKey{Namespace: cs.Workspace, Name: name}, c); err != nil ||
+		!c.Status.Agent.LastSeen.IsZero() || c.Status.Namespace != ns || c.DeletionTimestamp != nil {
+		return false
+	}
+	updated := c.DeepCopy()
+	cs.Status.Apply(&updated.Status)
+	if err := h.firstCheckIn(ctx, updated); err != nil {
+		return false
+	}
+	return h.statuses.Status().Patch(ctx, updated, client.MergeFromWithOptions(c, client.MergeFromWithOptimisticLock{})) == nil
 }

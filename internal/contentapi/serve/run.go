@@ -54,6 +54,12 @@ type Options struct {
 	// credential (registrationcredentials), and takes agents' check-ins
 	// (clusterstatuses), which it writes on their Clusters.
 	Credentials contentapi.Credentials
+	// FirstCheckIn, when set, sets on a Cluster whose agent checks in for
+	// the first time the status the Cluster controller would write for it
+	// (clusterstatus.FirstCheckIn), so that the check-in and its Ready
+	// condition are one write. Only for the replica that runs that
+	// controller.
+	FirstCheckIn func(context.Context, *fleet.Cluster) error
 }
 
 // Enabled reports whether the content API is on.
@@ -85,6 +91,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 		// credential watch may also grant check-ins (see
 		// registration.MayHandOverCredentials).
 		h.statuses = mgr.GetClient()
+		h.firstCheckIn = opts.FirstCheckIn
 	}
 	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}), h: h}
 	if err := mgr.Add(s); err != nil {

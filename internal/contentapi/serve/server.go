@@ -66,6 +66,10 @@ type handler struct {
 	// statuses writes the check-ins agents report (nil: this replica does
 	// not serve clusterstatuses).
 	statuses client.StatusClient
+	// firstCheckIn, when set, adds to a cluster's first check-in the
+	// status the Cluster controller would write after it (see
+	// Options.FirstCheckIn).
+	firstCheckIn func(context.Context, *fleet.Cluster) error
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

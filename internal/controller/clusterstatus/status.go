@@ -1,6 +1,7 @@
 package clusterstatus
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/summary"
@@ -200,4 +202,25 @@ func ComputeGroupStatus(g *fleet.ClusterGroup, clusters []fleet.Cluster) fleet.C
 	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
 	meta.SetStatusCondition(&st.Conditions, cond)
 	return st
+}
+
+// FirstCheckIn returns what writes the first check-in of a cluster's agent
+// together with the status this package would write right after it: the
+// content API, taking that check-in, calls it on the Cluster carrying the
+// agent's report and writes both in one patch. Without it every
+// registration cost one more Cluster status write (the check-in, then its
+// Ready condition), a tenth of a registration's writes. Only the
+// installation's unsharded replica, whose cache holds every
+// BundleDeployment, may use it; the Cluster controller, seeing the same
+// status computed, then writes nothing.
+func FirstCheckIn(r client.Reader, opts Options) func(context.Context, *fleet.Cluster) error {
+	opts.defaults()
+	return func(ctx context.Context, c *fleet.Cluster) error {
+		bds := &fleet.BundleDeploymentList{}
+		if err := r.List(ctx, bds, client.InNamespace(c.Status.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		ComputeClusterStatus(c, bds.Items, LivenessOf(c, opts.Now(), opts.OfflineThreshold)).Apply(&c.Status)
+		return nil
+	}
 }
