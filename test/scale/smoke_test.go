@@ -50,6 +50,24 @@ func TestTinyScenario(t *testing.T) {
 	if res.BundleDeployments != bds {
 		t.Errorf("BundleDeployments = %d, want %d", res.BundleDeployments, bds)
 	}
+	// A registration writes its Cluster's status twice: the namespace,
+	// then the first check-in together with the Ready condition and
+	// roll-up it brings about. A third write per cluster means the
+	// check-in was written alone (a cache that lagged may cause that for a
+	// few clusters, not for most).
+	if r := res.RegistrationRequests; r == nil {
+		t.Error("the registration's requests were not counted")
+	} else {
+		statusWrites := 0
+		for k, n := range r.ManagerWrites {
+			if strings.HasSuffix(k, " clusters/status") {
+				statusWrites += n
+			}
+		}
+		if statusWrites < sc.Clusters || 2*statusWrites >= 5*sc.Clusters {
+			t.Errorf("the manager wrote Cluster status %d times for %d registrations, want 2 each (writes %v)", statusWrites, sc.Clusters, r.ManagerWrites)
+		}
+	}
 	if res.ChangeRequests == nil || res.ChangeRequests.Agents != sc.Clusters {
 		t.Errorf("every simulated cluster must use its own credential during the change: %+v", res.ChangeRequests)
 	}

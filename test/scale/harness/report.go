@@ -77,6 +77,10 @@ type Result struct {
 	// every Cluster and Bundle summary to count it Ready, before the
 	// change (which is timed from that steady state).
 	SettleSeconds float64 `json:"settleSeconds,omitempty"`
+	// RegistrationRequests are the agents' and the manager's requests
+	// from the start of the agents until a moment after the last first
+	// check-in (so the writes a check-in brings about are counted too).
+	RegistrationRequests *Requests `json:"registrationRequests,omitempty"`
 	// CreateRequests and ChangeRequests are the agents' (and the
 	// manager's) requests during the creation and the change rollout.
 	CreateRequests *Requests `json:"createRequests,omitempty"`
@@ -170,7 +174,7 @@ func (r *Result) PrintTable(w io.Writer) {
 	for _, p := range []struct {
 		name string
 		r    *Requests
-	}{{"create", r.CreateRequests}, {"change", r.ChangeRequests}} {
+	}{{"registration", r.RegistrationRequests}, {"create", r.CreateRequests}, {"change", r.ChangeRequests}} {
 		if p.r == nil {
 			continue
 		}
