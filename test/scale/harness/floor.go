@@ -55,6 +55,38 @@ type Floor struct {
 	Rounds []float64 `json:"rounds,omitempty"`
 }
 
+// measureFloors measures both floors of a scenario, rounds times each,
+// into res.Floor and res.FloorCR; what fails is recorded as a problem. The
+// floor is of what is timed: a change rolls out one object per cluster, a
+// creation one per cluster and bundle.
+func measureFloors(ctx context.Context, cfg *rest.Config, sc Scenario, rounds int, res *Result, logf func(string, ...any)) {
+	perWatcher := 1
+	if !sc.Change && sc.Bundles > 1 {
+		perWatcher = sc.Bundles
+	}
+	logf("measuring the raw floor (%d watchers, %d objects each)", sc.Clusters, perWatcher)
+	f, err := medianFloor(rounds, func() (Floor, error) {
+		return measureFloor(ctx, cfg, FloorConfigMap, sc.Clusters, perWatcher, 1024)
+	})
+	if err != nil {
+		res.problem("raw floor: %v", err)
+	} else {
+		res.Floor = &f
+	}
+	// A custom resource about the size of a stored BundleDeployment.
+	// A small unmeasured round first: the API server starts serving (and
+	// watch-caching) a new CRD lazily.
+	_, _ = measureFloor(ctx, cfg, FloorCustomResource, min(sc.Clusters, 10), 1, 3*1024)
+	fcr, err := medianFloor(rounds, func() (Floor, error) {
+		return measureFloor(ctx, cfg, FloorCustomResource, sc.Clusters, perWatcher, 3*1024)
+	})
+	if err != nil {
+		res.problem("raw floor (custom resource): %v", err)
+	} else {
+		res.FloorCR = &fcr
+	}
+}
+
 // medianFloor measures the floor rounds times and keeps the median
 // delivery and round trip.
 func medianFloor(rounds int, measure func() (Floor, error)) (Floor, error) {

@@ -295,34 +295,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 
 	if sc.Floor {
-		// The floor of what is timed: a change rolls out one object per
-		// cluster, a creation one per cluster and bundle.
-		perWatcher := 1
-		if !sc.Change && sc.Bundles > 1 {
-			perWatcher = sc.Bundles
-		}
-		logf("measuring the raw floor (%d watchers, %d objects each)", sc.Clusters, perWatcher)
-		rounds := max(1, o.FloorRounds)
-		f, err := medianFloor(rounds, func() (Floor, error) {
-			return measureFloor(ctx, up.Config, FloorConfigMap, sc.Clusters, perWatcher, 1024)
-		})
-		if err != nil {
-			res.problem("raw floor: %v", err)
-		} else {
-			res.Floor = &f
-		}
-		// A custom resource about the size of a stored BundleDeployment.
-		// A small unmeasured round first: the API server starts serving
-		// (and watch-caching) a new CRD lazily.
-		_, _ = measureFloor(ctx, up.Config, FloorCustomResource, min(sc.Clusters, 10), 1, 3*1024)
-		fcr, err := medianFloor(rounds, func() (Floor, error) {
-			return measureFloor(ctx, up.Config, FloorCustomResource, sc.Clusters, perWatcher, 3*1024)
-		})
-		if err != nil {
-			res.problem("raw floor (custom resource): %v", err)
-		} else {
-			res.FloorCR = &fcr
-		}
+		measureFloors(ctx, up.Config, sc, max(1, o.FloorRounds), res, logf)
 		markPhase("floor")
 	}
 
