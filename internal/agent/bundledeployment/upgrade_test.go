@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
@@ -117,15 +119,36 @@ func TestUpgradeAppliesWithoutReading(t *testing.T) {
 	// only from the stored release.
 	restarted, err := deployer.New(cfg, agentNS)
 	must(t, err)
+	log.reset()
 	v3 := configMaps("metadata:\n  name: changed\ndata:\n  x: \"4\"\n")
 	if _, err := restarted.Deploy(ctx, deployer.Input{Name: "upgrade-apply", Manifest: v3, Options: opts}); err != nil {
 		t.Fatal(err)
+	}
+	// It has looked nothing up yet, but the stored release shows that the
+	// namespace exists: it is not read.
+	for _, r := range log.reset() {
+		if r == "GET /api/v1/namespaces/"+ns {
+			t.Errorf("the upgrade read the namespace of an existing release: %s", r)
+		}
 	}
 	if cm, err := configMap(t, ns, "changed"); err != nil || cm.Data["x"] != "4" {
 		t.Errorf("changed after the restart: %v, %v", cm, err)
 	}
 	if _, err := configMap(t, ns, "added"); !apierrors.IsNotFound(err) {
 		t.Errorf("added, then removed after the restart: want NotFound, got %v", err)
+	}
+
+	// Labels a bundle asks for still reach the namespace of an existing
+	// release.
+	labelled := opts
+	labelled.NamespaceLabels = map[string]string{"team": "green"}
+	if _, err := restarted.Deploy(ctx, deployer.Input{Name: "upgrade-apply", Manifest: v3, Options: labelled}); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Namespace{}
+	must(t, down.Client.Get(ctx, client.ObjectKey{Name: ns}, got))
+	if got.Labels["team"] != "green" {
+		t.Errorf("namespace labels after an upgrade that asks for team=green: %v", got.Labels)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 // Each was one GET per deploy on the downstream API server, two of the
 // sixteen requests of a five-object upgrade. A deploy that fails forgets
 // its namespace, so the retry looks again; a fleet-default account created
-// or deleted takes effect within this time.
+// or deleted takes effect within this time. (An upgrade whose release is
+// stored in its namespace does not look the namespace up at all, unless
+// the bundle asks for namespace labels or annotations.)
 const LookupMaxAge = 10 * time.Second
 
 // recent remembers, per key, a value and when it was looked up. Safe for

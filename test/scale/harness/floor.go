@@ -383,13 +383,29 @@ func parallel(ctx context.Context, n, width int, fn func(i int) error) error {
 }
 
 // listRV returns the current resourceVersion of a list, to watch from.
+// It is how each watcher's connection is set up, before anything is
+// timed, so a failure is tried again a few times: with 10,000 watchers on
+// a loaded API server a TLS handshake can time out.
 func listRV(ctx context.Context, r dynamic.ResourceInterface, sel metav1.ListOptions) (string, error) {
 	sel.Limit = 1
-	l, err := r.List(ctx, sel)
-	if err != nil {
-		return "", err
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		var l *unstructured.UnstructuredList
+		if l, err = r.List(ctx, sel); err == nil {
+			return l.GetResourceVersion(), nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return l.GetResourceVersion(), nil
+	return "", err
 }
 
 // resumeWatch watches from rv, calling handle for each event until it
