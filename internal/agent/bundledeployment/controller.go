@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -107,7 +108,14 @@ func Setup(ctx context.Context, o Options) error {
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Minute
 	}
-	dep, err := deployer.New(o.Downstream, o.AgentNamespace)
+	downstream, err := kubernetes.NewForConfig(o.Downstream)
+	if err != nil {
+		return err
+	}
+	accounts := deployer.NewDefaultAccounts(downstream, o.AgentNamespace)
+	accounts.Start(ctx)
+	dep, err := deployer.NewWithOptions(deployer.Options{
+		Config: o.Downstream, AgentNamespace: o.AgentNamespace, DefaultAccounts: accounts})
 	if err != nil {
 		return err
 	}

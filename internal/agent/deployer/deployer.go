@@ -57,7 +57,9 @@ type Deployer struct {
 	clientset      kubernetes.Interface
 	discovery      *Discovery
 
-	// defaultSA and namespaces remember recent lookups (LookupMaxAge).
+	// accounts (optional) watches the DefaultServiceAccount; defaultSA
+	// and namespaces remember recent lookups (LookupMaxAge).
+	accounts   *DefaultAccounts
 	defaultSA  *recent[bool]
 	namespaces *recent[struct{}]
 	// deployed remembers the objects of each release's last manifest.
@@ -73,7 +75,10 @@ type Options struct {
 	AgentNamespace string
 	// Discovery is the discovery cache to use; nil builds one for this
 	// Deployer. Deployers of the same cluster (simulated agents) share one.
-	Discovery *Discovery
+	Discovery *Discovery // DefaultAccounts, when set (and started), tells whether the
+	// DefaultServiceAccount exists; nil looks it up per deploy, remembered
+	// for LookupMaxAge.
+	DefaultAccounts *DefaultAccounts
 }
 
 var setFieldManager sync.Once
@@ -101,6 +106,7 @@ func NewWithOptions(o Options) (*Deployer, error) {
 	}
 	return &Deployer{
 		config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, clientset: cs, discovery: disc,
+		accounts:  o.DefaultAccounts,
 		defaultSA: newRecent[bool](LookupMaxAge), namespaces: newRecent[struct{}](LookupMaxAge),
 	}, nil
 }
@@ -177,6 +183,9 @@ const DefaultServiceAccount = "fleet-default"
 func (d *Deployer) serviceAccount(ctx context.Context, name string) (string, error) {
 	if name != "" {
 		return name, nil
+	}
+	if exists, known := d.accounts.exists(d.agentNamespace); known {
+		return defaultIf(exists), nil
 	}
 	if exists, ok := d.defaultSA.get(""); ok {
 		return defaultIf(exists), nil

@@ -136,7 +136,7 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 	if a.s.opts.Mode == RealApply {
 		var err error
 		a.dep, err = deployer.NewWithOptions(deployer.Options{
-			Config: a.s.opts.Downstream, AgentNamespace: a.ns, Discovery: a.s.discovery})
+			Config: a.s.opts.Downstream, AgentNamespace: a.ns, Discovery: a.s.discovery, DefaultAccounts: a.s.accounts})
 		if err != nil {
 			l.Error(err, "building the deployer")
 			return

@@ -36,6 +36,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -154,6 +155,10 @@ type Simulator struct {
 	// discovery of the shared downstream cluster (real mode): one cache
 	// for every agent, instead of a discovery per agent and install.
 	discovery *deployer.Discovery
+	// accounts watches the DefaultServiceAccount of every agent namespace
+	// of the shared downstream cluster (real mode): one watch, not one
+	// per agent on one connection.
+	accounts *deployer.DefaultAccounts
 	// contents reads Contents for every agent (with the agent's token from
 	// the request context).
 	contents *contentapi.Reader
@@ -185,6 +190,11 @@ func New(opts Options) (*Simulator, error) {
 		if s.discovery, err = deployer.NewDiscovery(opts.Downstream); err != nil {
 			return nil, err
 		}
+		cs, err := kubernetes.NewForConfig(opts.Downstream)
+		if err != nil {
+			return nil, err
+		}
+		s.accounts = deployer.NewDefaultAccounts(cs, "")
 	}
 	return s, nil
 }
@@ -195,6 +205,9 @@ func New(opts Options) (*Simulator, error) {
 func (s *Simulator) Run(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("simulator")
 	l.Info("starting simulated agents", "count", s.opts.Count, "mode", s.opts.Mode)
+	if s.accounts != nil {
+		s.accounts.Start(ctx)
+	}
 	var sem chan struct{}
 	if s.opts.Concurrency > 0 {
 		sem = make(chan struct{}, s.opts.Concurrency)
