@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,17 +48,20 @@ func TestDefaultServiceAccountFromWatch(t *testing.T) {
 	must(t, down.Client.Create(ctx, sa))
 	identity := "system:serviceaccount:" + agent + ":" + deployer.DefaultServiceAccount
 	rev := 2
-	waitFor(t, "a deploy as "+identity, func() bool {
+	eventually(t, "a deploy as "+identity, func() error {
 		err := deploy(rev)
 		rev++
-		return err != nil && strings.Contains(err.Error(), identity)
+		if err == nil || !strings.Contains(err.Error(), identity) {
+			return fmt.Errorf("deploy: %v", err)
+		}
+		return nil
 	})
 	// It goes: deploys use the agent's own identity again.
 	must(t, down.Client.Delete(ctx, sa))
-	waitFor(t, "a deploy as the agent again", func() bool {
+	eventually(t, "a deploy as the agent again", func() error {
 		err := deploy(rev)
 		rev++
-		return err == nil
+		return err
 	})
 	cm, err := configMap(t, ns, "watched")
 	must(t, err)
@@ -70,17 +72,5 @@ func TestDefaultServiceAccountFromWatch(t *testing.T) {
 		if strings.Contains(r, "/serviceaccounts/") {
 			t.Errorf("a deploy looked the account up: %s", r)
 		}
-	}
-}
-
-// waitFor polls cond for up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
