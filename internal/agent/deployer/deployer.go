@@ -75,7 +75,8 @@ type Options struct {
 	AgentNamespace string
 	// Discovery is the discovery cache to use; nil builds one for this
 	// Deployer. Deployers of the same cluster (simulated agents) share one.
-	Discovery *Discovery // DefaultAccounts, when set (and started), tells whether the
+	Discovery *Discovery
+	// DefaultAccounts, when set (and started), tells whether the
 	// DefaultServiceAccount exists; nil looks it up per deploy, remembered
 	// for LookupMaxAge.
 	DefaultAccounts *DefaultAccounts

@@ -12,9 +12,11 @@ import (
 // Each was one GET per deploy on the downstream API server, two of the
 // sixteen requests of a five-object upgrade. A deploy that fails forgets
 // its namespace, so the retry looks again; a fleet-default account created
-// or deleted takes effect within this time. (An upgrade whose release is
-// stored in its namespace does not look the namespace up at all, unless
-// the bundle asks for namespace labels or annotations.)
+// or deleted takes effect within this time. Both lookups are now mostly
+// avoided: the agent watches the account (DefaultAccounts; the GET is the
+// fallback until the watch has listed), and an upgrade whose release is
+// stored in its namespace does not look the namespace up, unless the
+// bundle asks for namespace labels or annotations.
 const LookupMaxAge = 10 * time.Second
 
 // recent remembers, per key, a value and when it was looked up. Safe for
