@@ -2,10 +2,7 @@ package harness
 
 import (
 	"bufio"
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,30 +113,4 @@ func (c *child) stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.exited
 	}
-}
-
-// profile fetches a pprof profile ("profile?seconds=N", "heap") into path.
-func (c *child) profile(ctx context.Context, what, path string) error {
-	if c.pprof == "" {
-		return fmt.Errorf("%s has no pprof address", c.role)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.pprof+"/debug/pprof/"+what, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pprof %s: %s", what, resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
-	return err
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -299,23 +298,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		markPhase("floor")
 	}
 
-	var profiles sync.WaitGroup
-	profileDuring := func(phaseName string) {
-		if o.ProfileSeconds < 0 {
-			return
-		}
-		for role, p := range map[string]*child{"manager": mgr, "agents": agents} {
-			path := filepath.Join(o.OutDir, role+"-cpu-"+phaseName+".pprof")
-			res.Profiles = append(res.Profiles, path)
-			profiles.Add(1)
-			go func() {
-				defer profiles.Done()
-				if err := p.profile(ctx, fmt.Sprintf("profile?seconds=%d", o.ProfileSeconds), path); err != nil {
-					_, _ = fmt.Fprintf(o.Log, "%s CPU profile: %v\n", role, err)
-				}
-			}()
-		}
-	}
+	prof := &profiler{seconds: o.ProfileSeconds, dir: o.OutDir, log: o.Log,
+		children:   map[string]*child{"manager": mgr, "agents": agents},
+		apiServers: map[string]*testenv.Cluster{"apiserver": up, "downstream-apiserver": down}}
+	profileDuring := func(phaseName string) { prof.during(ctx, phaseName, res) }
 
 	if sc.Bundles > 0 {
 		logf("creating %d bundles x %d resources", sc.Bundles, sc.ResourcesPerBundle)
@@ -409,7 +395,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	} else {
 		res.Etcd = &e
 	}
-	profiles.Wait()
+	prof.wait()
 	heap := filepath.Join(o.OutDir, "manager-heap.pprof")
 	if err := mgr.profile(ctx, "heap", heap); err == nil {
 		res.Profiles = append(res.Profiles, heap)
