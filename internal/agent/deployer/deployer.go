@@ -358,6 +358,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if !ok {
 		return nil, fmt.Errorf("unexpected Helm kube client %T", ac.KubeClient)
 	}
+	store, ok := ac.Releases.Driver.(*releaseStore)
+	if !ok {
+		return nil, fmt.Errorf("unexpected Helm storage driver %T", ac.Releases.Driver)
+	}
+	// A revision is written once, done, when nothing waits between its
+	// apply and its record (see releaseStore.Create). Atomic waits too.
+	store.holdPending = wait == kube.HookOnlyStrategy && !helm.Atomic
 	key := releaseKey(ns, name)
 	kc := &actionClient{Client: client, ctx: ctx, builds: builds{parse: client.Build, mapper: mapper}}
 	ac.KubeClient = kc
@@ -398,6 +405,11 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		u.Labels = labels
 		u.PostRenderer = postRender
 		rel, err = u.RunWithContext(ctx, name, ch, values)
+	}
+	if ferr := store.flush(); ferr != nil && err == nil {
+		// Helm only logs a failure to record a finished install: the
+		// retry finds what was applied and records it.
+		err = fmt.Errorf("recording release %s: %w", name, ferr)
 	}
 	if err != nil {
 		// A failed action may have left any manifest deployed.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -28,9 +29,21 @@ import (
 // reuse gzip writers: Helm allocates a new best-compression writer (about
 // 1.5 MB) for every revision it writes, which was over a third of all the
 // garbage of an install.
+//
+// It can also hold back a pending revision (holdPending): see Create.
 type releaseStore struct {
 	*driver.Secrets
 	impl typedcorev1.SecretInterface
+
+	// holdPending makes Create keep a pending revision in memory until
+	// its first Update, which then creates it as updated.
+	holdPending bool
+
+	mu sync.Mutex
+	// held are the revisions Create kept back, by key.
+	held map[string]ri.Releaser
+	// heldErr is why writing a held revision failed.
+	heldErr error
 }
 
 func newReleaseStore(impl typedcorev1.SecretInterface) *releaseStore {
@@ -92,7 +105,38 @@ func secretOf(key string, rel ri.Releaser, stamp string) (*corev1.Secret, error)
 }
 
 // Create stores a new revision; ErrReleaseExists if it is already stored.
+//
+// With holdPending, a revision Helm creates as pending (pending-install,
+// -upgrade or -rollback) is only kept in memory, and its first Update
+// creates it with what Helm has recorded by then (deployed, failed, or a
+// hook that started). Helm writes every install and upgrade twice, pending
+// and then done; held, it is written once: one Secret write less per deploy
+// on the cluster, and one encoding less in the agent. Helm's pending
+// revision is a lock against a concurrent helm upgrade of the same release
+// and a trace of an upgrade interrupted halfway; the agent is the only
+// writer of its releases and deploys each one at a time, and an
+// interrupted deploy is simply done again (the revision before it is still
+// the last one stored). The Deployer holds only deploys that do not wait
+// for readiness, so no revision stays unwritten for long.
 func (s *releaseStore) Create(key string, rel ri.Releaser) error {
+	if s.holdPending {
+		if r, err := asV1(rel); err == nil && r.Info != nil && r.Info.Status.IsPending() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if _, ok := s.held[key]; ok {
+				return driver.ErrReleaseExists
+			}
+			if s.held == nil {
+				s.held = map[string]ri.Releaser{}
+			}
+			s.held[key] = rel
+			return nil
+		}
+	}
+	return s.create(key, rel)
+}
+
+func (s *releaseStore) create(key string, rel ri.Releaser) error {
 	obj, err := secretOf(key, rel, "createdAt")
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
@@ -106,8 +150,19 @@ func (s *releaseStore) Create(key string, rel ri.Releaser) error {
 	return nil
 }
 
-// Update replaces a stored revision.
+// Update replaces a stored revision, or creates a held one.
 func (s *releaseStore) Update(key string, rel ri.Releaser) error {
+	if s.unhold(key) {
+		if err := s.create(key, rel); err != nil {
+			// Helm ignores a failure to record the end of an install:
+			// flush reports it.
+			s.mu.Lock()
+			s.heldErr = errors.Join(s.heldErr, err)
+			s.mu.Unlock()
+			return err
+		}
+		return nil
+	}
 	obj, err := secretOf(key, rel, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
@@ -116,4 +171,55 @@ func (s *releaseStore) Update(key string, rel ri.Releaser) error {
 		return fmt.Errorf("update: failed to update: %w", err)
 	}
 	return nil
+}
+
+// Get returns a held revision as Helm would read it back, else the stored
+// one.
+func (s *releaseStore) Get(key string) (ri.Releaser, error) {
+	s.mu.Lock()
+	rel, ok := s.held[key]
+	s.mu.Unlock()
+	if ok {
+		return rel, nil
+	}
+	return s.Secrets.Get(key)
+}
+
+// Delete forgets a held revision, or deletes a stored one.
+func (s *releaseStore) Delete(key string) (ri.Releaser, error) {
+	s.mu.Lock()
+	rel, ok := s.held[key]
+	delete(s.held, key)
+	s.mu.Unlock()
+	if ok {
+		return rel, nil
+	}
+	return s.Secrets.Delete(key)
+}
+
+// unhold takes key out of the held revisions and reports whether it was
+// there.
+func (s *releaseStore) unhold(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.held[key]
+	delete(s.held, key)
+	return ok
+}
+
+// flush writes the revisions still held, as Helm would have left them, and
+// returns why any held revision could not be written. The Deployer calls it
+// when an action has returned: Helm updates every revision it creates
+// before it returns, so normally nothing is left.
+func (s *releaseStore) flush() error {
+	s.mu.Lock()
+	held := s.held
+	s.held = nil
+	errs := []error{s.heldErr}
+	s.heldErr = nil
+	s.mu.Unlock()
+	for key, rel := range held {
+		errs = append(errs, s.create(key, rel))
+	}
+	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package deployer
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,9 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestReleaseStoreWritesWhatHelmWrites stores the same revisions with Helm's
@@ -73,5 +77,85 @@ func TestReleaseStoreWritesWhatHelmWrites(t *testing.T) {
 	}
 	if err := ours.Create(key, rel); err != driver.ErrReleaseExists {
 		t.Errorf("creating an existing revision: %v, want ErrReleaseExists", err)
+	}
+}
+
+// A held pending revision is not written by Create, reads back while held,
+// is written once by its first Update, and one left held is written by
+// flush as pending. A failed write of a held revision, which Helm would
+// only log at the end of an install, is reported by flush.
+func TestReleaseStoreHoldsPendingRevision(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	secrets := cs.CoreV1().Secrets("ns")
+	store := newReleaseStore(secrets)
+	store.holdPending = true
+	rel := func(v int, status rcommon.Status) *release.Release {
+		return &release.Release{Name: "app", Namespace: "ns", Version: v, Manifest: "kind: ConfigMap\n",
+			Info: &release.Info{Status: status}}
+	}
+	stored := func(key string) string {
+		s, err := secrets.Get(ctx, key, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return s.Labels["status"]
+	}
+
+	const v1 = "sh.helm.release.v1.app.v1"
+	if err := store.Create(v1, rel(1, rcommon.StatusPendingInstall)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(v1); got == "pending-install" {
+		t.Errorf("Create wrote the pending revision")
+	}
+	if back, err := store.Get(v1); err != nil || back.(*release.Release).Version != 1 {
+		t.Errorf("Get of the held revision: %v, %v", back, err)
+	}
+	if err := store.Update(v1, rel(1, rcommon.StatusDeployed)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(v1); got != "deployed" {
+		t.Errorf("after Update the revision is %q, want deployed", got)
+	}
+	if err := store.flush(); err != nil {
+		t.Errorf("flush with nothing held: %v", err)
+	}
+
+	// Left held (the action returned without recording it): flush
+	// writes it as Helm would have left it.
+	const v2 = "sh.helm.release.v1.app.v2"
+	if err := store.Create(v2, rel(2, rcommon.StatusPendingUpgrade)); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(v2); got != "pending-upgrade" {
+		t.Errorf("flushed revision %q, want pending-upgrade", got)
+	}
+
+	// A revision that is not pending is written at once.
+	const v3 = "sh.helm.release.v1.app.v3"
+	if err := store.Create(v3, rel(3, rcommon.StatusFailed)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(v3); got != "failed" {
+		t.Errorf("a failed revision created: %q, want it written", got)
+	}
+
+	// The cluster refuses the write of a held revision.
+	cs.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcd is full")
+	})
+	const v4 = "sh.helm.release.v1.app.v4"
+	if err := store.Create(v4, rel(4, rcommon.StatusPendingUpgrade)); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Update(v4, rel(4, rcommon.StatusDeployed)); err == nil {
+		t.Error("Update of a held revision the cluster refused: no error")
+	}
+	if err := store.flush(); err == nil || !strings.Contains(err.Error(), "etcd is full") {
+		t.Errorf("flush after a refused write: %v, want the refusal", err)
 	}
 }
