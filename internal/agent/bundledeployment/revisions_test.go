@@ -102,3 +102,40 @@ func TestReleaseRevisionWrittenOnce(t *testing.T) {
 	step("waiting upgrade", deploy("metadata:\n  name: app\ndata:\n  x: \"4\"\n", waiting),
 		[]string{"POST", "PUT", "PUT"}, []string{"1:superseded", "2:superseded", "3:failed", "4:deployed"})
 }
+
+// A bundle with a hook: the hook runs on install and on upgrade, and the
+// revisions Helm reads back carry the hook's run (the held revision is
+// written when the hook starts, and again when the release is done).
+func TestHookRunsAndIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	dep, err := deployer.New(down.Config, agentNS)
+	must(t, err)
+	const ns, name = "hooks", "hooks"
+	opts := fleet.BundleDeploymentOptions{DefaultNamespace: ns, Helm: &fleet.HelmOptions{MaxHistory: 10}}
+	hook := func(rev string) string {
+		return "metadata:\n  name: hook\n  annotations:\n    helm.sh/hook: pre-install,pre-upgrade\n" +
+			"    helm.sh/hook-delete-policy: before-hook-creation\ndata:\n  rev: \"" + rev + "\"\n"
+	}
+	for _, rev := range []string{"1", "2"} {
+		m := configMaps("metadata:\n  name: app\ndata:\n  rev: \""+rev+"\"\n", hook(rev))
+		if _, err := dep.Deploy(ctx, deployer.Input{Name: name, Manifest: m, Options: opts}); err != nil {
+			t.Fatalf("revision %s: %v", rev, err)
+		}
+		for _, cm := range []string{"app", "hook"} {
+			if got, err := configMap(t, ns, cm); err != nil || got.Data["rev"] != rev {
+				t.Errorf("revision %s: ConfigMap %s: %v, %v", rev, cm, got, err)
+			}
+		}
+		r, err := driver.NewSecrets(down.Clientset.CoreV1().Secrets(ns)).Get("sh.helm.release.v1." + name + ".v" + rev)
+		if err != nil {
+			t.Fatalf("revision %s: reading it as Helm: %v", rev, err)
+		}
+		rel := r.(*release.Release)
+		if rel.Info.Status != "deployed" || len(rel.Hooks) != 1 || rel.Hooks[0].LastRun.Phase != release.HookPhaseSucceeded {
+			t.Errorf("revision %s: status %s, hooks %+v", rev, rel.Info.Status, rel.Hooks)
+		}
+	}
+	if got := history(t, ns, name); !slices.Equal(got, []string{"1:superseded", "2:deployed"}) {
+		t.Errorf("history %v", got)
+	}
+}
