@@ -32,7 +32,7 @@ func main() {
 		qps         = flag.Float64("manager-qps", 0, "override the manager's client QPS (default: as cmd/fleet-controller)")
 		maxInFlight = flag.Int("manager-max-in-flight", 0, "override the manager's --max-requests-in-flight (default: as cmd/fleet-controller)")
 		checkin     = flag.Duration("checkin-interval", 15*time.Minute, "agent check-in interval")
-		profile     = flag.Int("profile-seconds", 30, "length of the manager's and agents' CPU profiles during the measured rollout; -1 disables")
+		profile     = flag.Int("profile-seconds", 30, "length of the CPU profiles of the manager, the agents and both API servers during the measured rollout; -1 disables")
 		floorRounds = flag.Int("floor-rounds", 3, "measure each raw floor this many times; the ratio uses the median round trip")
 		jsonOnly    = flag.Bool("json", false, "print only JSON")
 		real        = flag.Bool("real-agent", false, "also run one real fleet-agent process and report its memory")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,23 @@ func TestTinyScenario(t *testing.T) {
 	}
 	if res.BundleDeployments != bds {
 		t.Errorf("BundleDeployments = %d, want %d", res.BundleDeployments, bds)
+	}
+	// Every profile was written: the change's CPU profiles of the
+	// manager, the agents and both API servers, and the heap profiles.
+	wantProfiles := map[string]bool{"manager-cpu-change.pprof": false, "agents-cpu-change.pprof": false,
+		"apiserver-cpu-change.pprof": false, "downstream-apiserver-cpu-change.pprof": false}
+	for _, p := range res.Profiles {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s not written: %v", p, err)
+		}
+		if _, ok := wantProfiles[filepath.Base(p)]; ok {
+			wantProfiles[filepath.Base(p)] = true
+		}
+	}
+	for name, seen := range wantProfiles {
+		if !seen {
+			t.Errorf("no profile %s among %v", name, res.Profiles)
+		}
 	}
 	// A registration writes its Cluster's status twice: the namespace,
 	// then the first check-in together with the Ready condition and

@@ -53,9 +53,9 @@ type Options struct {
 	ManagerMemoryLimit int64
 	// CheckinInterval of the agents (default 15m, Fleet's default).
 	CheckinInterval time.Duration
-	// ProfileSeconds is the length of the manager's and the agents' CPU
-	// profiles taken at the start of the measured rollout (default 30;
-	// negative disables).
+	// ProfileSeconds is the length of the CPU profiles of the manager,
+	// the agents and both API servers taken at the start of the measured
+	// rollout (default 30; negative disables).
 	ProfileSeconds int
 	// FloorRounds is how many times each raw floor is measured (default
 	// 1); the floor's figures are the medians. The floor of one run varied
