@@ -39,6 +39,8 @@ type releaseStore struct {
 	// its first Update, which then creates it as updated.
 	holdPending bool
 
+	// mu guards held and heldErr, and is held while a held revision is
+	// written.
 	mu sync.Mutex
 	// held are the revisions Create kept back, by key.
 	held map[string]ri.Releaser
@@ -152,17 +154,22 @@ func (s *releaseStore) create(key string, rel ri.Releaser) error {
 
 // Update replaces a stored revision, or creates a held one.
 func (s *releaseStore) Update(key string, rel ri.Releaser) error {
-	if s.unhold(key) {
-		if err := s.create(key, rel); err != nil {
+	s.mu.Lock()
+	if _, ok := s.held[key]; ok {
+		// Under the lock until it is stored: an Update racing this one
+		// (Helm records a failure from a second goroutine when the
+		// context ends) must find the Secret, not the held revision.
+		defer s.mu.Unlock()
+		delete(s.held, key)
+		err := s.create(key, rel)
+		if err != nil {
 			// Helm ignores a failure to record the end of an install:
 			// flush reports it.
-			s.mu.Lock()
 			s.heldErr = errors.Join(s.heldErr, err)
-			s.mu.Unlock()
-			return err
 		}
-		return nil
+		return err
 	}
+	s.mu.Unlock()
 	obj, err := secretOf(key, rel, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
@@ -197,29 +204,17 @@ func (s *releaseStore) Delete(key string) (ri.Releaser, error) {
 	return s.Secrets.Delete(key)
 }
 
-// unhold takes key out of the held revisions and reports whether it was
-// there.
-func (s *releaseStore) unhold(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.held[key]
-	delete(s.held, key)
-	return ok
-}
-
 // flush writes the revisions still held, as Helm would have left them, and
 // returns why any held revision could not be written. The Deployer calls it
 // when an action has returned: Helm updates every revision it creates
 // before it returns, so normally nothing is left.
 func (s *releaseStore) flush() error {
 	s.mu.Lock()
-	held := s.held
-	s.held = nil
+	defer s.mu.Unlock()
 	errs := []error{s.heldErr}
-	s.heldErr = nil
-	s.mu.Unlock()
-	for key, rel := range held {
+	for key, rel := range s.held {
 		errs = append(errs, s.create(key, rel))
 	}
+	s.held, s.heldErr = nil, nil
 	return errors.Join(errs...)
 }

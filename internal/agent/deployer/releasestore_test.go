@@ -5,15 +5,18 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -158,4 +161,66 @@ func TestReleaseStoreHoldsPendingRevision(t *testing.T) {
 	if err := store.flush(); err == nil || !strings.Contains(err.Error(), "etcd is full") {
 		t.Errorf("flush after a refused write: %v, want the refusal", err)
 	}
+}
+
+// An Update that races the write of a held revision (Helm records a
+// failure from a second goroutine when the context ends) waits for it and
+// then updates the stored Secret, instead of failing to find it.
+func TestReleaseStoreUpdateWaitsForHeldWrite(t *testing.T) {
+	secrets := fake.NewClientset().CoreV1().Secrets("ns")
+	slow := &slowCreate{SecretInterface: secrets, writing: make(chan struct{}), proceed: make(chan struct{})}
+	store := newReleaseStore(slow)
+	store.holdPending = true
+	rel := func(status rcommon.Status) *release.Release {
+		return &release.Release{Name: "app", Namespace: "ns", Version: 1, Info: &release.Info{Status: status}}
+	}
+	const key = "sh.helm.release.v1.app.v1"
+	if err := store.Create(key, rel(rcommon.StatusPendingUpgrade)); err != nil {
+		t.Fatal(err)
+	}
+	writing, proceed := slow.writing, slow.proceed
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- store.Update(key, rel(rcommon.StatusDeployed)) }()
+	<-writing
+	go func() { second <- store.Update(key, rel(rcommon.StatusFailed)) }()
+	// Give the second Update time to reach the store; it must not finish
+	// before the first has written the revision.
+	var secondErr error
+	secondDone := false
+	select {
+	case secondErr = <-second:
+		secondDone = true
+		t.Errorf("the second Update finished while the held revision was being written: %v", secondErr)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(proceed)
+	if err := <-first; err != nil {
+		t.Errorf("first Update: %v", err)
+	}
+	if !secondDone {
+		secondErr = <-second
+	}
+	if secondErr != nil {
+		t.Errorf("second Update: %v", secondErr)
+	}
+	if s, err := secrets.Get(context.Background(), key, metav1.GetOptions{}); err != nil {
+		t.Errorf("stored revision: %v", err)
+	} else if s.Labels["status"] != "failed" {
+		t.Errorf("stored revision has labels %v; want status failed", s.Labels)
+	}
+}
+
+// slowCreate holds a Secret's creation until proceed is closed, and closes
+// writing when the first one starts. (The fake clientset cannot: it runs
+// every call under one lock.)
+type slowCreate struct {
+	typedcorev1.SecretInterface
+	once             sync.Once
+	writing, proceed chan struct{}
+}
+
+func (s *slowCreate) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	s.once.Do(func() { close(s.writing) })
+	<-s.proceed
+	return s.SecretInterface.Create(ctx, secret, opts)
 }
