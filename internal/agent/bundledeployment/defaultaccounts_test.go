@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
@@ -31,9 +30,7 @@ func TestDefaultServiceAccountFromWatch(t *testing.T) {
 		t.Fatal("the watch did not list")
 	}
 	var log requestLog
-	cfg := rest.CopyConfig(down.Config)
-	cfg.WrapTransport = log.wrap
-	dep, err := deployer.NewWithOptions(deployer.Options{Config: cfg, AgentNamespace: agent, DefaultAccounts: accounts})
+	dep, err := deployer.NewWithOptions(deployer.Options{Config: log.config(), AgentNamespace: agent, DefaultAccounts: accounts})
 	must(t, err)
 	opts := fleet.BundleDeploymentOptions{DefaultNamespace: ns}
 	deploy := func(rev int) error {

@@ -9,7 +9,6 @@ import (
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	"k8s.io/client-go/rest"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
@@ -54,9 +53,7 @@ func history(t *testing.T, ns, name string) []string {
 func TestReleaseRevisionWrittenOnce(t *testing.T) {
 	ctx := context.Background()
 	var log requestLog
-	cfg := rest.CopyConfig(down.Config)
-	cfg.WrapTransport = log.wrap
-	dep, err := deployer.New(cfg, agentNS)
+	dep, err := deployer.New(log.config(), agentNS)
 	must(t, err)
 	const ns, name = "revisions", "revisions"
 	// All history kept, to read it whole.

@@ -32,6 +32,13 @@ func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// config is the downstream admin config with every request recorded in l.
+func (l *requestLog) config() *rest.Config {
+	cfg := rest.CopyConfig(down.Config)
+	cfg.WrapTransport = l.wrap
+	return cfg
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -66,9 +73,7 @@ func configMaps(docs ...string) *manifest.Manifest {
 func TestUpgradeAppliesWithoutReading(t *testing.T) {
 	ctx := context.Background()
 	var log requestLog
-	cfg := rest.CopyConfig(down.Config)
-	cfg.WrapTransport = log.wrap
-	dep, err := deployer.New(cfg, agentNS)
+	dep, err := deployer.New(log.config(), agentNS)
 	must(t, err)
 	const ns = "upgrade-apply"
 	opts := fleet.BundleDeploymentOptions{DefaultNamespace: ns}
@@ -117,7 +122,7 @@ func TestUpgradeAppliesWithoutReading(t *testing.T) {
 
 	// The same after an agent restart, which knows the deployed objects
 	// only from the stored release.
-	restarted, err := deployer.New(cfg, agentNS)
+	restarted, err := deployer.New(log.config(), agentNS)
 	must(t, err)
 	log.reset()
 	v3 := configMaps("metadata:\n  name: changed\ndata:\n  x: \"4\"\n")
