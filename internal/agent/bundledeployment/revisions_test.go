@@ -27,20 +27,13 @@ func secretWrites(seen []string, ns string) []string {
 	return out
 }
 
-// history reads a release's revisions as helm history does, as
-// "version:status" in version order.
+// history is releaseHistory as "version:status", oldest first.
 func history(t *testing.T, ns, name string) []string {
 	t.Helper()
-	rels, err := driver.NewSecrets(down.Clientset.CoreV1().Secrets(ns)).Query(map[string]string{"name": name, "owner": "helm"})
-	if err != nil {
-		t.Fatalf("helm history of %s/%s: %v", ns, name, err)
-	}
 	var out []string
-	for _, ri := range rels {
-		r := ri.(*release.Release)
+	for _, r := range releaseHistory(t, ns, name) {
 		out = append(out, fmt.Sprintf("%d:%s", r.Version, r.Info.Status))
 	}
-	slices.Sort(out)
 	return out
 }
 
