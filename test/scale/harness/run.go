@@ -301,12 +301,11 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	prof := &profiler{seconds: o.ProfileSeconds, dir: o.OutDir, log: o.Log,
 		children:   map[string]*child{"manager": mgr, "agents": agents},
 		apiServers: map[string]*testenv.Cluster{"apiserver": up, "downstream-apiserver": down}}
-	profileDuring := func(phaseName string) { prof.during(ctx, phaseName, res) }
 
 	if sc.Bundles > 0 {
 		logf("creating %d bundles x %d resources", sc.Bundles, sc.ResourcesPerBundle)
 		if !sc.Change {
-			profileDuring("create")
+			prof.during(ctx, "create", res)
 		}
 		p := tr.startBDPhase(sc.Clusters*sc.Bundles, false, nil)
 		// Written as fleet apply and a GitRepo write a repository's
@@ -343,7 +342,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 			}
 			markPhase("settle")
 			logf("changing bundle %s0", bundlePfx)
-			profileDuring("change")
+			prof.during(ctx, "change", res)
 			name := bundlePfx + "0"
 			p := tr.startBDPhase(sc.Clusters, true, func(_ string, obj runtime.Object) bool {
 				bd, _ := obj.(*fleet.BundleDeployment)
