@@ -175,10 +175,57 @@ func TestGetPublished(t *testing.T) {
 	}
 }
 
-// countingReader counts GETs of BundleDeployments.
+// TestGetNamedDeploymentFromCache: when the agent names its deployment and
+// the cache's copy of it references the Content, the namespace is not
+// listed; when it does not, another deployment of the namespace still
+// grants the read, and none grants nothing.
+func TestGetNamedDeploymentFromCache(t *testing.T) {
+	content := func(name string) *fleet.Content {
+		return &fleet.Content{ObjectMeta: metav1.ObjectMeta{Name: name}, Content: []byte(name)}
+	}
+	bd := func(name, contentID string) *fleet.BundleDeployment {
+		return &fleet.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-a", Name: name},
+			Spec: fleet.BundleDeploymentSpec{DeploymentID: contentID + ":options"}}
+	}
+	cache := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme.Scheme).
+		WithObjects(bd("app", "s-app"), bd("db", "s-db")).Build()}
+	live := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(content("s-app"), content("s-db"), content("s-other")).Build()
+	h := &handler{cache: cache, live: live}
+
+	for _, tc := range []struct {
+		content, bd string
+		found       bool
+		lists       int
+	}{
+		{"s-app", "app", true, 0},    // the named deployment's own Content
+		{"s-db", "app", true, 1},     // another deployment of the namespace names it
+		{"s-db", "", true, 1},        // no deployment named (older agents)
+		{"s-other", "app", false, 1}, // nothing in the namespace names it
+	} {
+		cache.lists = 0
+		got, err := h.get(t.Context(), "cluster-a", tc.content, tc.bd)
+		switch {
+		case tc.found && (err != nil || string(got.Content) != tc.content):
+			t.Errorf("get(%s, %s) = %v, %v; want the Content", tc.content, tc.bd, got, err)
+		case !tc.found && !apierrors.IsNotFound(err):
+			t.Errorf("get(%s, %s): %v, want NotFound", tc.content, tc.bd, err)
+		}
+		if cache.lists != tc.lists {
+			t.Errorf("get(%s, %s) listed the cache %d times, want %d", tc.content, tc.bd, cache.lists, tc.lists)
+		}
+	}
+}
+
+// countingReader counts GETs of BundleDeployments and lists.
 type countingReader struct {
 	client.Reader
 	deploymentGets int
+	lists          int
+}
+
+func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.lists++
+	return r.Reader.List(ctx, list, opts...)
 }
 
 func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

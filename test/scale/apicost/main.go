@@ -6,7 +6,10 @@
 // docs/scale-history.md ("Fifth pass") explains what the figures meant for the
 // BundleDeployment's shape and the agent's status writes.
 //
-//	go run ./test/scale/apicost [-n 2000] [-namespaces 200]
+// With -profile DIR it also writes a CPU profile of the API server during
+// each kind of request (DIR/<n>-<kind>.pprof), read with go tool pprof.
+//
+//	go run ./test/scale/apicost [-n 2000] [-namespaces 200] [-profile DIR]
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -34,8 +39,9 @@ import (
 func main() {
 	n := flag.Int("n", 2000, "requests of each kind")
 	namespaces := flag.Int("namespaces", 200, "cluster namespaces the BundleDeployments are spread over")
+	profile := flag.String("profile", "", "directory for a CPU profile of the API server during each kind of request (`dir`)")
 	flag.Parse()
-	if err := run(*n, *namespaces); err != nil {
+	if err := run(*n, *namespaces, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "apicost:", err)
 		os.Exit(1)
 	}
@@ -46,17 +52,34 @@ type bench struct {
 	c   client.Client
 	pid int
 	n   int
+	// profile, when set, is the directory of the per-phase profiles.
+	profile string
+	cs      kubernetes.Interface
+	phases  int
 }
 
 // phase runs f(0..n-1) with 32 in flight and prints the API server's CPU
 // per request.
 func (b *bench) phase(name string, f func(i int) error) error {
+	b.phases++
+	profiled := make(chan error, 1)
+	startProfile := func() { profiled <- nil }
+	if b.profile != "" {
+		// The profile starts a tenth into the phase (its first requests may
+		// wait, e.g. on admission's namespace cache) and lasts 2 s: a few
+		// thousand samples at -n 2000, ending inside the phase.
+		path := filepath.Join(b.profile, fmt.Sprintf("%d-%s.pprof", b.phases, slug(name)))
+		startProfile = func() { go func() { profiled <- harness.APIServerProfile(b.ctx, b.cs, 2, path) }() }
+	}
 	c0, t0 := harness.CPUSeconds(b.pid), time.Now()
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
 	for i := range b.n {
+		if i == b.n/10 {
+			startProfile()
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -72,19 +95,27 @@ func (b *bench) phase(name string, f func(i int) error) error {
 	if first != nil {
 		return fmt.Errorf("%s: %w", name, first)
 	}
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("%s: profile: %w", name, err)
+	}
 	time.Sleep(300 * time.Millisecond) // let watch delivery finish
 	d := harness.CPUSeconds(b.pid) - c0
 	fmt.Printf("%-40s %6.2f ms API server CPU per request (%d in %.1fs)\n", name, 1000*d/float64(b.n), b.n, time.Since(t0).Seconds())
 	return nil
 }
 
-func run(n, namespaces int) error {
+func run(n, namespaces int, profile string) error {
 	c, err := testenv.Start(testenv.Options{Name: "apicost"})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Stop() }()
-	b := &bench{ctx: context.Background(), c: c.Client, pid: c.APIServerPID(), n: n}
+	if profile != "" {
+		if err := os.MkdirAll(profile, 0o755); err != nil {
+			return err
+		}
+	}
+	b := &bench{ctx: context.Background(), c: c.Client, pid: c.APIServerPID(), n: n, profile: profile, cs: c.Clientset}
 	ns := func(i int) string { return fmt.Sprintf("cluster-fleet-default-c%d", i%namespaces) }
 	for i := range namespaces {
 		if err := c.Client.Create(b.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns(i)}}); err != nil {
@@ -144,6 +175,13 @@ func run(n, namespaces int) error {
 	return b.phase("floor object merge patch (its answer)", func(i int) error {
 		return b.c.Patch(b.ctx, floor[i], client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"ack":"1"}}}`)))
 	})
+}
+
+// slug turns a phase's name into a file name: "next status, update (as
+// agents do)" becomes "next-status-update".
+func slug(name string) string {
+	name, _, _ = strings.Cut(name, " (")
+	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(name), ", ", " "), " ", "-")
 }
 
 // deployment is shaped like one the manager writes: Fleet's labels, a

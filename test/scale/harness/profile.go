@@ -59,7 +59,7 @@ func (p *profiler) during(ctx context.Context, phase string, res *Result) {
 		if cl == nil {
 			continue
 		}
-		start(role, func(path string) error { return apiServerProfile(ctx, cl.Clientset, p.seconds, path) })
+		start(role, func(path string) error { return APIServerProfile(ctx, cl.Clientset, p.seconds, path) })
 	}
 }
 
@@ -92,8 +92,9 @@ func (c *child) profile(ctx context.Context, what, path string) error {
 	return err
 }
 
-// apiServerProfile fetches a CPU profile of a kube-apiserver into path.
-func apiServerProfile(ctx context.Context, cs kubernetes.Interface, seconds int, path string) error {
+// APIServerProfile fetches a CPU profile of a kube-apiserver, taken over
+// the next seconds, into path.
+func APIServerProfile(ctx context.Context, cs kubernetes.Interface, seconds int, path string) error {
 	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 		Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
 	if err != nil {
