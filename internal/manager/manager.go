@@ -236,9 +236,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if opts.ContentAPI.Enabled() && opts.ShardID == "" && opts.ContentAPI.FirstCheckIn == nil {
-		// This replica runs the Cluster status controller: a first
-		// check-in carries the status that controller would write next.
+		// This replica runs the Cluster status controller when it leads:
+		// a first check-in carries the status that controller would write
+		// next.
 		opts.ContentAPI.FirstCheckIn = clusterstatus.FirstCheckIn(mgr.GetClient(), clusterstatus.Options{OfflineThreshold: opts.OfflineThreshold})
+		opts.ContentAPI.Elected = mgr.Elected()
 	}
 	if opts.ContentAPI.Enabled() {
 		// Every replica serves; only the unsharded leader registers.

@@ -100,10 +100,18 @@ func checkClusterStatus(user, ns, name string, cs *contentapi.ClusterStatus) err
 // other check-in, a Cluster the cache does not show as waiting for its
 // first one, and a failed or conflicting write leave the check-in to the
 // plain patch of the agent's fields (the Cluster controller then writes
-// the rest, as it would anyway).
+// the rest, as it would anyway); so does every check-in a standby replica
+// serves (Options.Elected).
 func (h *handler) writeFirstCheckIn(ctx context.Context, ns, name string, cs *contentapi.ClusterStatus) bool {
 	if h.firstCheckIn == nil || h.cache == nil {
 		return false
+	}
+	if h.elected != nil {
+		select {
+		case <-h.elected:
+		default:
+			return false
+		}
 	}
 	c := &fleet.Cluster{}
 	if err := h.cache.Get(ctx, client.ObjectKey{Namespace: cs.Workspace, Name: name}, c); err != nil ||

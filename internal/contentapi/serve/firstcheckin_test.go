@@ -122,3 +122,49 @@ func TestWriteFirstCheckIn(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstCheckInWaitsForLeadership: a replica that does not lead leaves
+// a first check-in to the plain patch without reading the Cluster from its
+// cache (which would start an informer of every Cluster on a standby); once
+// it leads, it writes the check-in with its status.
+func TestFirstCheckInWaitsForLeadership(t *testing.T) {
+	ns := names.ClusterNamespace("ws", "c1")
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "c1"}}
+	c.Status.Namespace = ns
+	store := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(c).WithStatusSubresource(&fleet.Cluster{}).Build()
+	cache := &clusterGets{Reader: store}
+	elected := make(chan struct{})
+	h := &handler{cache: cache, statuses: store, firstCheckIn: clusterstatus.FirstCheckIn(store, clusterstatus.Options{}), elected: elected}
+	cs := contentapi.NewClusterStatus("ws", ns, "c1", contentapi.AgentReport{Agent: fleet.AgentStatus{LastSeen: metav1.Now()}})
+
+	if h.writeFirstCheckIn(t.Context(), ns, "c1", cs) {
+		t.Fatal("a replica that does not lead wrote the first check-in")
+	}
+	if cache.gets != 0 {
+		t.Fatalf("a replica that does not lead read %d Clusters from its cache, want none", cache.gets)
+	}
+	close(elected)
+	if !h.writeFirstCheckIn(t.Context(), ns, "c1", cs) {
+		t.Fatal("the leader did not write the first check-in")
+	}
+	after := &fleet.Cluster{}
+	if err := store.Get(t.Context(), client.ObjectKeyFromObject(c), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Status.Agent.LastSeen.IsZero() || !meta.IsStatusConditionTrue(after.Status.Conditions, fleet.ConditionReady) {
+		t.Errorf("the leader's write: lastSeen %v, conditions %+v; want the check-in and Ready", after.Status.Agent.LastSeen, after.Status.Conditions)
+	}
+}
+
+// clusterGets counts reads of Clusters.
+type clusterGets struct {
+	client.Reader
+	gets int
+}
+
+func (r *clusterGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*fleet.Cluster); ok {
+		r.gets++
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}

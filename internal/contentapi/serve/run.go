@@ -60,6 +60,12 @@ type Options struct {
 	// condition are one write. Only for the replica that runs that
 	// controller.
 	FirstCheckIn func(context.Context, *fleet.Cluster) error
+	// Elected, when set, holds FirstCheckIn back until it is closed (the
+	// manager's Elected): only the leader runs the Cluster controller and
+	// so has the Clusters cached. On a standby replica the cache read of
+	// the Cluster would start an informer of every Cluster, for one write
+	// saved per cluster; its check-ins take the plain patch instead.
+	Elected <-chan struct{}
 }
 
 // Enabled reports whether the content API is on.
@@ -92,6 +98,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 		// registration.MayHandOverCredentials).
 		h.statuses = mgr.GetClient()
 		h.firstCheckIn = opts.FirstCheckIn
+		h.elected = opts.Elected
 	}
 	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}), h: h}
 	if err := mgr.Add(s); err != nil {

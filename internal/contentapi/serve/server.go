@@ -70,6 +70,9 @@ type handler struct {
 	// status the Cluster controller would write after it (see
 	// Options.FirstCheckIn).
 	firstCheckIn func(context.Context, *fleet.Cluster) error
+	// elected, when set, holds firstCheckIn back until it is closed
+	// (Options.Elected).
+	elected <-chan struct{}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
