@@ -2,16 +2,18 @@ package faults
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -49,6 +51,15 @@ func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building fleet-controller: %v\n%s", err, out)
 	}
+	logs := t.TempDir()
+	started := 0
+	t.Cleanup(func() { // before the directory is removed
+		if t.Failed() {
+			for i := range started {
+				logTail(t, filepath.Join(logs, fmt.Sprintf("fleet-controller-%d.log", i)), 40)
+			}
+		}
+	})
 	killMidRollout(t, "sigkill", n, func() func() {
 		cmd := exec.Command(bin, "--kubeconfig", upstream.Kubeconfig, "--agent-checkin-interval", "5s",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--webhook-bind-address", "0",
@@ -56,13 +67,19 @@ func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
 			// The API server cannot reach a pod network here: content API on
 			// loopback, registered as ExternalName (as `fleet dev` does).
 			"--content-api-addr", "127.0.0.1:0", "--content-api-external-name", "127.0.0.1")
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		out, err := os.Create(filepath.Join(logs, fmt.Sprintf("fleet-controller-%d.log", started)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started++
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		kill := func() {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
+			_ = out.Close()
 		}
 		t.Cleanup(kill)
 		return kill
@@ -107,15 +124,27 @@ func killMidRollout(t *testing.T, name string, n int, start func() (kill func())
 	// once).
 	wc, err := client.NewWithWatch(upstream.Config, client.Options{Scheme: testenv.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	w, err := wc.Watch(context.Background(), &fleet.BundleDeploymentList{}, client.MatchingLabels{
-		fleet.BundleNamespaceLabel: ws, fleet.BundleLabel: name + "-moving"})
-	g.Expect(err).NotTo(HaveOccurred())
+	watchMoving := func() watch.Interface {
+		w, err := wc.Watch(context.Background(), &fleet.BundleDeploymentList{}, client.MatchingLabels{
+			fleet.BundleNamespaceLabel: ws, fleet.BundleLabel: name + "-moving"})
+		g.Expect(err).NotTo(HaveOccurred())
+		return w
+	}
+	w := watchMoving()
 	putBundle(t, ws, name+"-moving", "v2", all, name+"-moving")
 	timeout := time.After(wait)
 	written := map[string]bool{}
 	for len(written) < max(1, n/4) {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open {
+				// The API server may close a watch (a consumer it finds
+				// slow on a busy machine); a new one starts with every
+				// deployment as it is now.
+				t.Logf("the watch of the rollout was closed after %d written; watching again", len(written))
+				w = watchMoving()
+				continue
+			}
 			if bd, ok := ev.Object.(*fleet.BundleDeployment); ok &&
 				bd.Spec.DeploymentID != movingV1[bd.Labels[fleet.ClusterLabel]].Spec.DeploymentID {
 				written[bd.Name+"/"+bd.Namespace] = true
@@ -167,4 +196,18 @@ func killMidRollout(t *testing.T, name string, n int, start func() (kill func())
 	// Each agent applied v1 of both bundles and v2 once: nothing twice.
 	g.Eventually(sim.Stats.Applied.Load, wait, tick).Should(BeEquivalentTo(3 * n))
 	g.Consistently(sim.Stats.Applied.Load, 3*time.Second, tick).Should(BeEquivalentTo(3 * n))
+}
+
+// logTail logs the last n lines of the file at path: what a controller
+// process said before a failure.
+func logTail(t *testing.T, path string, n int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s: %v", path, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	t.Logf("last %d lines of %s:\n%s", len(lines), filepath.Base(path), strings.Join(lines, "\n"))
 }
