@@ -21,10 +21,14 @@ func TestFewStatusWrites(t *testing.T) {
 	defer cancel()
 	wc, err := client.NewWithWatch(up.Config, client.Options{Scheme: testenv.Scheme})
 	must(t, err)
-	w, err := wc.Watch(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(clusterNS),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "writes")})
-	must(t, err)
-	defer w.Stop()
+	watchIt := func() watch.Interface {
+		w, err := wc.Watch(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(clusterNS),
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "writes")})
+		must(t, err)
+		return w
+	}
+	w := watchIt()
+	defer func() { w.Stop() }()
 
 	files := map[string]string{"all.yaml": driftFiles + "---\n" + "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w2\n"}
 	id := put(t, bundle{name: "writes", files: files, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "writes-ns"}})
@@ -32,7 +36,13 @@ func TestFewStatusWrites(t *testing.T) {
 	var quiet <-chan time.Time
 	for {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open {
+				// Closed by the API server: watch again (the writes in
+				// between go uncounted, which only makes the bound looser).
+				w = watchIt()
+				continue
+			}
 			if ev.Type != watch.Modified {
 				continue
 			}
