@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
 )
 
 // Fleet is the listed state of a manager cluster (or of one workspace).
@@ -311,13 +312,18 @@ func DeploymentError(bd *fleet.BundleDeployment) string {
 
 // ClusterState is the cluster's display state, as the manager computed it:
 // WaitCheckIn until the agent first reports, then Offline when the Offline
-// condition is True, else the manager's display state.
+// condition is True (for another reason than the wait for that first
+// report), else the manager's display state.
 func ClusterState(c *fleet.Cluster) string {
 	if c.Status.Agent.LastSeen.IsZero() {
 		// Never reported: not offline, just not there yet.
 		return "WaitCheckIn"
 	}
-	if o := find(c.Status.Conditions, fleet.ConditionOffline); o != nil && o.Status == metav1.ConditionTrue {
+	// Offline, unless the condition still waits for the first check-in:
+	// the agent has just reported and the manager has not rolled it up
+	// yet. It is not offline, and its display state says what it waits for.
+	if o := find(c.Status.Conditions, fleet.ConditionOffline); o != nil && o.Status == metav1.ConditionTrue &&
+		o.Reason != clusterstatus.ReasonWaitCheckIn {
 		return string(fleet.Offline)
 	}
 	if c.Status.Display.State != "" {

@@ -155,6 +155,7 @@ func TestAllReady(t *testing.T) {
 
 func TestClusterState(t *testing.T) {
 	offline := []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue}}
+	waiting := []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "WaitCheckIn"}}
 	seen := fleet.AgentStatus{LastSeen: metav1.NewTime(seedNow)}
 	for _, tc := range []struct {
 		name string
@@ -163,6 +164,8 @@ func TestClusterState(t *testing.T) {
 	}{
 		{name: "never checked in, even if marked offline", st: fleet.ClusterStatus{Conditions: offline}, want: "WaitCheckIn"},
 		{name: "offline condition wins over display", st: fleet.ClusterStatus{Agent: seen, Conditions: offline, Display: fleet.ClusterDisplay{State: "Ready"}}, want: "Offline"},
+		// The first check-in has landed; the manager has not rolled it up.
+		{name: "first check-in not yet rolled up", st: fleet.ClusterStatus{Agent: seen, Conditions: waiting, Display: fleet.ClusterDisplay{State: "WaitCheckIn"}}, want: "WaitCheckIn"},
 		{name: "display state", st: fleet.ClusterStatus{Agent: seen, Display: fleet.ClusterDisplay{State: "Modified"}}, want: "Modified"},
 		{name: "no display yet", st: fleet.ClusterStatus{Agent: seen}, want: "NotReady"},
 	} {
