@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -97,6 +98,13 @@ func (e *Env) setupFleet(ctx context.Context) error {
 		return fmt.Errorf("registering prod: %w", err)
 	}
 	for _, cp := range []*controlPlane{dev, prod} {
+		if cp == prod {
+			// The manager installs the agent downstream first (namespace,
+			// bootstrap Secret): an agent started before it would find no
+			// namespace for its leader-election Lease and wait a whole
+			// retry period (10 s) to try again.
+			e.waitImported(ctx, uc, prodClusterName, importWait)
+		}
 		e.phase("starting bin/fleet-agent for " + cp.name)
 		if err := e.startChild(procSpec{
 			Name: "fleet-agent-" + cp.name,
@@ -113,6 +121,30 @@ func (e *Env) setupFleet(ctx context.Context) error {
 
 	e.phase("creating GitRepo " + Workspace + "/" + GitRepoName + " for " + e.RepoURL())
 	return e.ensureGitRepo(ctx, uc)
+}
+
+// importWait bounds how long setup waits for the manager to install the
+// prod agent before starting it anyway (it then waits on its own).
+const importWait = time.Minute
+
+// waitImported waits until Cluster name reports the agent installed
+// downstream (Imported), as a cluster's agent pod starts only once the
+// manager has installed it, or until timeout.
+func (e *Env) waitImported(ctx context.Context, uc client.Client, name string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		cl := &fleet.Cluster{}
+		if err := uc.Get(ctx, client.ObjectKey{Namespace: Workspace, Name: name}, cl); err == nil &&
+			meta.IsStatusConditionTrue(cl.Status.Conditions, fleet.ConditionImported) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (e *Env) startChild(spec procSpec) error {
