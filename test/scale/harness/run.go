@@ -94,7 +94,9 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	if o.Idle > 0 {
 		sc.Idle = o.Idle
 	}
-	if o.Mode != "" {
+	if o.Mode != "" && o.Mode != sc.Mode {
+		// About describes the scenario as defined; say how it ran.
+		sc.About += fmt.Sprintf(" (run with -simulate-apply=%s)", o.Mode)
 		sc.Mode = o.Mode
 	}
 	if o.PhaseTimeout <= 0 {
