@@ -203,9 +203,13 @@ func (h *handler) authenticate(r *http.Request) error {
 // server.
 func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi.BundleContent, error) {
 	notFound := apierrors.NewNotFound(contentapi.GroupResource, name)
-	ok, err := false, error(nil)
+	key := types.NamespacedName{Namespace: ns, Name: bdName}
+	var (
+		ok  bool
+		err error
+	)
 	if bdName != "" {
-		ok, err = cachedReferences(ctx, h.cache, types.NamespacedName{Namespace: ns, Name: bdName}, name)
+		ok, err = deploymentReferences(ctx, h.cache, key, name)
 	}
 	if err == nil && !ok {
 		// Another deployment of the namespace may name it (the named one
@@ -215,7 +219,7 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	if err == nil && !ok {
 		// The agent may have seen a new deployment before the cache did
 		// (the manager's watch carries every deployment and may lag).
-		switch key := (types.NamespacedName{Namespace: ns, Name: bdName}); {
+		switch {
 		case bdName != "" && h.published.References(key, name):
 			ok = true
 		case bdName != "":
@@ -253,26 +257,19 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 // server replica, lagging) does it read etcd.
 func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
 	for _, rv := range []string{"0", ""} {
-		bd := &fleet.BundleDeployment{}
-		err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if references(bd, name) {
-			return true, nil
+		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+		if err != nil || ok {
+			return ok, err
 		}
 	}
 	return false, nil
 }
 
-// cachedReferences reports whether the cache's copy of deployment key names
-// Content name.
-func cachedReferences(ctx context.Context, r client.Reader, key types.NamespacedName, name string) (bool, error) {
+// deploymentReferences reports whether deployment key, as r reads it, names
+// Content name; a deployment r does not have names nothing.
+func deploymentReferences(ctx context.Context, r client.Reader, key types.NamespacedName, name string, opts ...client.GetOption) (bool, error) {
 	bd := &fleet.BundleDeployment{}
-	if err := r.Get(ctx, key, bd); err != nil {
+	if err := r.Get(ctx, key, bd, opts...); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
