@@ -114,7 +114,7 @@ func Build(f Fleet) View {
 					msg = "agent has never checked in"
 				}
 			}
-			if state == "WaitCheckIn" && msg == "" {
+			if state == clusterstatus.StateWaitCheckIn && msg == "" {
 				msg = "waiting for the agent to check in"
 			}
 			v.Problems = append(v.Problems, Problem{Object: "cluster " + key(&c.ObjectMeta), State: state, Message: msg})
@@ -317,7 +317,7 @@ func DeploymentError(bd *fleet.BundleDeployment) string {
 func ClusterState(c *fleet.Cluster) string {
 	if c.Status.Agent.LastSeen.IsZero() {
 		// Never reported: not offline, just not there yet.
-		return "WaitCheckIn"
+		return clusterstatus.StateWaitCheckIn
 	}
 	// Offline, unless the condition still waits for the first check-in:
 	// the agent has just reported and the manager has not rolled it up
