@@ -101,6 +101,11 @@ const (
 	Offline BundleState = "Offline"
 )
 
+// ClusterWaitCheckIn is a Cluster's display state, and its Offline
+// condition's reason, until its agent first checks in: registering a
+// cluster is not an outage.
+const ClusterWaitCheckIn = "WaitCheckIn"
+
 // StateRank orders states from best (low) to worst (high), as Fleet does.
 var StateRank = map[BundleState]int{
 	ErrApplied:  7,

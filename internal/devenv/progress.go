@@ -53,7 +53,7 @@ func CheckProgress(ctx context.Context, c client.Reader, since time.Time) (Progr
 			p.Clusters[env] = cl.Name
 			st := statusview.ClusterState(cl)
 			fresh := !cl.Status.Agent.LastSeen.Time.Before(since.Truncate(time.Second))
-			if st != string(fleet.Offline) && st != "WaitCheckIn" && fresh {
+			if st != string(fleet.Offline) && st != fleet.ClusterWaitCheckIn && fresh {
 				p.CheckedIn++
 			}
 		}

@@ -160,7 +160,7 @@ func clusterSamples(c *fleet.Cluster, emit emitFunc) {
 	resourceSamples(clusterResources, c.Status.ResourceCounts, emit, lv)
 	state := c.Status.Display.State
 	if state == "" {
-		state = "WaitCheckIn"
+		state = fleet.ClusterWaitCheckIn
 	}
 	emit(clusterState, 1, append(lv, state)...)
 }

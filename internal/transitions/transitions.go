@@ -117,10 +117,6 @@ func BundleEvents(old, cur *fleet.Bundle) []Info {
 	return nil
 }
 
-// reasonWaitCheckIn is the Offline condition's reason before the first
-// check-in (set by the cluster status controller).
-const reasonWaitCheckIn = "WaitCheckIn"
-
 // ClusterEvents names the events of a Cluster status change: the Offline
 // condition turning True, or leaving True. A cluster whose agent never
 // checked in is waiting, not offline: registering one is not an incident.
@@ -132,7 +128,7 @@ func ClusterEvents(old, cur *fleet.Cluster) []Info {
 	// (written before the heartbeat arrived) was never online: its first
 	// roll-up after the check-in is not a return.
 	was := meta.IsStatusConditionTrue(old.Status.Conditions, fleet.ConditionOffline) &&
-		meta.FindStatusCondition(old.Status.Conditions, fleet.ConditionOffline).Reason != reasonWaitCheckIn
+		meta.FindStatusCondition(old.Status.Conditions, fleet.ConditionOffline).Reason != fleet.ClusterWaitCheckIn
 	is := meta.IsStatusConditionTrue(cur.Status.Conditions, fleet.ConditionOffline)
 	switch {
 	case is && !was:

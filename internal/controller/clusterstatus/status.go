@@ -17,7 +17,7 @@ import (
 
 // States shown on Clusters besides the BundleStates.
 const (
-	StateWaitCheckIn = "WaitCheckIn"
+	StateWaitCheckIn = fleet.ClusterWaitCheckIn
 	StateOffline     = "Offline"
 )
 
@@ -26,7 +26,7 @@ const (
 	ReasonReady       = "Ready"
 	ReasonNotReady    = "NotReady"
 	ReasonOffline     = "AgentOffline"
-	ReasonWaitCheckIn = "WaitCheckIn"
+	ReasonWaitCheckIn = fleet.ClusterWaitCheckIn
 	ReasonOnline      = "AgentOnline"
 )
 

@@ -41,6 +41,10 @@ func main() {
 	namespaces := flag.Int("namespaces", 200, "cluster namespaces the BundleDeployments are spread over")
 	profile := flag.String("profile", "", "directory for a CPU profile of the API server during each kind of request (`dir`)")
 	flag.Parse()
+	if *n < 1 || *namespaces < 1 {
+		fmt.Fprintln(os.Stderr, "apicost: -n and -namespaces must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(*n, *namespaces, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "apicost:", err)
 		os.Exit(1)
