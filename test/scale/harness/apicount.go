@@ -163,6 +163,12 @@ func apiRequestTotal(ctx context.Context, cs kubernetes.Interface) (total, mutat
 // eachRequestTotal calls f with every apiserver_request_total series of
 // the API server's /metrics and its value.
 func eachRequestTotal(ctx context.Context, cs kubernetes.Interface, f func(line string, v float64)) error {
+	return eachSeries(ctx, cs, "apiserver_request_total", f)
+}
+
+// eachSeries calls f with every series of the counter or gauge named
+// metric in the API server's /metrics, and its value.
+func eachSeries(ctx context.Context, cs kubernetes.Interface, metric string, f func(line string, v float64)) error {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return err
@@ -171,13 +177,46 @@ func eachRequestTotal(ctx context.Context, cs kubernetes.Interface, f func(line 
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
 		}
 		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		f(line, v)
 	}
 	return sc.Err()
+}
+
+// metricLabel is the value of label name in one series line of /metrics
+// ("" when it has none). A label starts after "{" or ",": "resource" is
+// not found inside "subresource".
+func metricLabel(line, name string) string {
+	for _, sep := range []string{"{", ","} {
+		i := strings.Index(line, sep+name+`="`)
+		if i < 0 {
+			continue
+		}
+		rest := line[i+len(sep)+len(name)+2:]
+		if j := strings.IndexByte(rest, '"'); j >= 0 {
+			return rest[:j]
+		}
+	}
+	return ""
+}
+
+// closedWatchers counts, by resource, the watchers the API server's watch
+// cache has closed because they fell behind (apiserver_terminated_watchers_total):
+// their buffer stayed full while an event waited, which also holds up
+// every other watcher of that resource for up to 100 ms.
+func closedWatchers(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
+	m := map[string]float64{}
+	err := eachSeries(ctx, cs, "apiserver_terminated_watchers_total", func(line string, v float64) {
+		res := metricLabel(line, "resource")
+		if g := metricLabel(line, "group"); g != "" {
+			res += "." + g
+		}
+		m[res] += v
+	})
+	return m, err
 }
 
 // Etcd is what etcd itself stores.
@@ -285,14 +324,7 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 // (every client). The harness reads it from the downstream API server,
 // which has no audit log, to show what real applies ask of it.
 func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
-	label := func(line, name string) string {
-		i := strings.Index(line, name+`="`)
-		if i < 0 {
-			return ""
-		}
-		rest := line[i+len(name)+2:]
-		return rest[:strings.IndexByte(rest, '"')]
-	}
+	label := metricLabel
 	mix := map[string]float64{}
 	err := eachRequestTotal(ctx, cs, func(line string, v float64) {
 		key := label(line, "verb") + " " + label(line, "resource")

@@ -37,3 +37,30 @@ func TestCountAgentRequests(t *testing.T) {
 		t.Errorf("manager %d, writes %v; want 1 patch of clusters/status", r.Manager, r.ManagerWrites)
 	}
 }
+
+// TestMetricLabel reads labels out of /metrics series lines as the API
+// server writes them; an absent label is empty, not a neighbour's value.
+func TestMetricLabel(t *testing.T) {
+	line := `apiserver_terminated_watchers_total{group="fleet.cattle.io",resource="bundledeployments"} 2`
+	for _, tc := range []struct{ name, want string }{
+		{"group", "fleet.cattle.io"},
+		{"resource", "bundledeployments"},
+		{"source", ""}, // inside "resource"
+		{"verb", ""},
+	} {
+		if got := metricLabel(line, tc.name); got != tc.want {
+			t.Errorf("metricLabel(%s) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	req := `apiserver_request_total{code="200",group="",resource="configmaps",subresource="status",verb="PUT"} 7`
+	for _, tc := range []struct{ name, want string }{
+		{"group", ""},
+		{"resource", "configmaps"},
+		{"subresource", "status"},
+		{"code", "200"},
+	} {
+		if got := metricLabel(req, tc.name); got != tc.want {
+			t.Errorf("metricLabel(request, %s) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

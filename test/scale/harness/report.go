@@ -107,13 +107,18 @@ type Result struct {
 	// DownstreamRequestsByPhase counts the downstream API server's requests
 	// per phase by "VERB resource" (real apply and the real agent only).
 	DownstreamRequestsByPhase map[string]map[string]int `json:"downstreamRequestsByPhase,omitempty"`
-	Agents                    Process                   `json:"agents"`
-	RealAgent                 *Process                  `json:"realAgent,omitempty"`
-	Idle                      *Requests                 `json:"idle,omitempty"`
-	IdleAPIRequestsAll        float64                   `json:"idleAPIRequestsAllClients,omitempty"`
-	IdleMutatingAllPerM       float64                   `json:"idleMutatingPerMinuteAllClients,omitempty"`
-	Etcd                      *Etcd                     `json:"etcd,omitempty"`
-	Profiles                  []string                  `json:"profiles,omitempty"`
+	// WatchersClosedByPhase counts, per phase and resource, the watchers the
+	// upstream API server closed because they fell behind
+	// (apiserver_terminated_watchers_total): the cause of most restarted
+	// watches, and a sign of a saturated server.
+	WatchersClosedByPhase map[string]map[string]int `json:"watchersClosedByPhase,omitempty"`
+	Agents                Process                   `json:"agents"`
+	RealAgent             *Process                  `json:"realAgent,omitempty"`
+	Idle                  *Requests                 `json:"idle,omitempty"`
+	IdleAPIRequestsAll    float64                   `json:"idleAPIRequestsAllClients,omitempty"`
+	IdleMutatingAllPerM   float64                   `json:"idleMutatingPerMinuteAllClients,omitempty"`
+	Etcd                  *Etcd                     `json:"etcd,omitempty"`
+	Profiles              []string                  `json:"profiles,omitempty"`
 	// Problems lists what could not be measured, and why.
 	Problems []string `json:"problems,omitempty"`
 	OutDir   string   `json:"outDir"`
@@ -208,6 +213,14 @@ func (r *Result) PrintTable(w io.Writer) {
 		if mix := r.DownstreamRequestsByPhase[ph]; len(mix) > 0 {
 			row("downstream requests, "+ph, "%v", mix)
 		}
+	}
+	closedIn := make([]string, 0, len(r.WatchersClosedByPhase))
+	for ph := range r.WatchersClosedByPhase {
+		closedIn = append(closedIn, ph)
+	}
+	sort.Strings(closedIn)
+	for _, ph := range closedIn {
+		row("watchers closed, fell behind", "%v (during %s)", r.WatchersClosedByPhase[ph], ph)
 	}
 	row("manager RSS", "peak %.0f MiB, end %.0f MiB", r.Manager.PeakRSSMiB, r.Manager.RSSMiB)
 	if r.ManagerMemoryLimitMiB > 0 {

@@ -195,6 +195,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 	cpuMark := procs()
 	res.CPUByPhase = map[string]map[string]float64{}
+	res.WatchersClosedByPhase = map[string]map[string]int{}
+	closedMark, _ := closedWatchers(ctx, up.Clientset)
 	var downMix map[string]float64
 	if down != nil {
 		downMix, _ = requestMix(ctx, down.Clientset)
@@ -206,6 +208,12 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 				res.DownstreamRequestsByPhase[name] = mixDelta(downMix, mix)
 				downMix = mix
 			}
+		}
+		if closed, err := closedWatchers(ctx, up.Clientset); err == nil && closedMark != nil {
+			if d := mixDelta(closedMark, closed); len(d) > 0 {
+				res.WatchersClosedByPhase[name] = d
+			}
+			closedMark = closed
 		}
 		now := procs()
 		res.ManagerCPUByPhase[name] = now["manager"] - cpuMark["manager"]
