@@ -91,6 +91,7 @@ func TestControllerProcessSIGKILLMidRollout(t *testing.T) {
 // one and checks the outcome.
 func killMidRollout(t *testing.T, name string, n int, start func() (kill func())) {
 	g := NewWithT(t)
+	name = freshName(name)
 	ws := "faults-" + name
 	all := map[string]string{"fault": name}
 	killFirst := start()
@@ -196,6 +197,20 @@ func killMidRollout(t *testing.T, name string, n int, start func() (kill func())
 	// Each agent applied v1 of both bundles and v2 once: nothing twice.
 	g.Eventually(sim.Stats.Applied.Load, wait, tick).Should(BeEquivalentTo(3 * n))
 	g.Consistently(sim.Stats.Applied.Load, 3*time.Second, tick).Should(BeEquivalentTo(3 * n))
+}
+
+// runs counts the runs of each test name in this process.
+var runs = map[string]int{}
+
+// freshName is name on a test's first run in this process and name-N on
+// its Nth, so that `go test -count N` starts each run in a workspace, with
+// clusters and bundles, of its own on the package's shared API server.
+func freshName(name string) string {
+	runs[name]++
+	if runs[name] == 1 {
+		return name
+	}
+	return fmt.Sprintf("%s-%d", name, runs[name])
 }
 
 // logTail logs the last n lines of the file at path: what a controller
