@@ -18,6 +18,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
+	"github.com/fleetgo/fleet/internal/summary"
 )
 
 // Fleet is the listed state of a manager cluster (or of one workspace).
@@ -258,22 +259,10 @@ func (v View) Counts() (ready, total int) {
 
 // DeploymentState derives a BundleDeployment's state the way Fleet does
 // (first match wins): not yet applied → ErrApplied or WaitApplied, then
-// NotReady, OutOfSync, Modified, Ready.
+// NotReady, OutOfSync, Modified, Ready. Whether its cluster is offline is
+// the cluster's to say (the view marks such cells itself).
 func DeploymentState(bd *fleet.BundleDeployment) fleet.BundleState {
-	switch {
-	case bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID:
-		if c := find(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == metav1.ConditionFalse {
-			return fleet.ErrApplied
-		}
-		return fleet.WaitApplied
-	case !bd.Status.Ready:
-		return fleet.NotReady
-	case bd.Spec.DeploymentID != bd.Spec.StagedDeploymentID:
-		return fleet.OutOfSync
-	case !bd.Status.NonModified:
-		return fleet.Modified
-	}
-	return fleet.Ready
+	return summary.ReportedState(bd)
 }
 
 // DeploymentError is the first thing that explains why a BundleDeployment

@@ -32,6 +32,15 @@ func DeploymentState(bd *fleet.BundleDeployment) fleet.BundleState {
 	if meta.IsStatusConditionTrue(bd.Status.Conditions, fleet.ConditionOffline) {
 		return fleet.Offline
 	}
+	return ReportedState(bd)
+}
+
+// ReportedState is a deployment's state from what its agent reported,
+// without the Offline mark the manager puts on it while the cluster's agent
+// is away. Callers that know the cluster's liveness use it: once the agent
+// is back the mark is stale (the manager removes it shortly after), and
+// counting it would show a cluster that just checked in as Offline.
+func ReportedState(bd *fleet.BundleDeployment) fleet.BundleState {
 	if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
 		if meta.IsStatusConditionFalse(bd.Status.Conditions, fleet.ConditionDeployed) {
 			return fleet.ErrApplied
@@ -57,6 +66,15 @@ func DeploymentMessage(bd *fleet.BundleDeployment) string {
 		return c.Message
 	}
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionOffline); c != nil && c.Status == "True" {
+		return c.Message
+	}
+	return ReportedMessage(bd)
+}
+
+// ReportedMessage is DeploymentMessage without the Offline mark (see
+// ReportedState).
+func ReportedMessage(bd *fleet.BundleDeployment) string {
+	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == "False" && c.Message != "" {
 		return c.Message
 	}
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == "False" {
@@ -94,7 +112,11 @@ func Increment(s *fleet.BundleSummary, name string, state fleet.BundleState, bd 
 	}
 	r := fleet.NonReadyResource{Name: name, State: state}
 	if bd != nil {
-		r.Message = DeploymentMessage(bd)
+		// An Offline mark speaks only for a deployment counted Offline.
+		r.Message = ReportedMessage(bd)
+		if state == fleet.Offline {
+			r.Message = DeploymentMessage(bd)
+		}
 		r.ModifiedStatus = capped(bd.Status.ModifiedStatus)
 		r.NonReadyStatus = capped(bd.Status.NonReadyStatus)
 		// bd may be an informer cache's own object: the summary must not

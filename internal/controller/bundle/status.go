@@ -36,7 +36,9 @@ type statusInput struct {
 }
 
 // PlanState is the state shown for one target: Pending before its
-// deployment exists, Offline while its cluster is offline.
+// deployment exists, Offline while its cluster is offline. The cluster
+// decides: a deployment's own Offline mark is stale once the cluster is
+// back online, until the manager removes it.
 func PlanState(p *target.Plan) fleet.BundleState {
 	switch {
 	case p.Deployment == nil:
@@ -44,7 +46,7 @@ func PlanState(p *target.Plan) fleet.BundleState {
 	case p.Target.Offline:
 		return fleet.Offline
 	}
-	return summary.DeploymentState(p.Deployment)
+	return summary.ReportedState(p.Deployment)
 }
 
 func incrementPlan(s *fleet.BundleSummary, p *target.Plan) {

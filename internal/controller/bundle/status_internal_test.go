@@ -67,6 +67,35 @@ func TestSetStatus(t *testing.T) {
 	}
 }
 
+// TestPlanState: the cluster's liveness decides whether a target is
+// Offline; a deployment's own Offline mark, left from while its agent was
+// away, does not outlive the agent's return.
+func TestPlanState(t *testing.T) {
+	deployed := func(offlineMark bool) *fleet.BundleDeployment {
+		bd := &fleet.BundleDeployment{Spec: fleet.BundleDeploymentSpec{DeploymentID: "new", StagedDeploymentID: "new"},
+			Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "new", Ready: true, NonModified: true}}
+		if offlineMark {
+			bd.Status.Conditions = []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "AgentOffline"}}
+		}
+		return bd
+	}
+	for _, tc := range []struct {
+		name string
+		p    *target.Plan
+		want fleet.BundleState
+	}{
+		{"no deployment yet", plan("a", nil, false), fleet.Pending},
+		{"online", plan("a", deployed(false), false), fleet.Ready},
+		{"cluster offline", plan("a", deployed(false), true), fleet.Offline},
+		{"cluster offline, marked", plan("a", deployed(true), true), fleet.Offline},
+		{"cluster back, mark not yet removed", plan("a", deployed(true), false), fleet.Ready},
+	} {
+		if got := PlanState(tc.p); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestProgressOnly(t *testing.T) {
 	notReady := func(msg string, ready int) fleet.BundleStatus {
 		return fleet.BundleStatus{ObservedGeneration: 2,

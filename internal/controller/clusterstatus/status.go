@@ -93,7 +93,9 @@ func ComputeClusterStatus(c *fleet.Cluster, bds []fleet.BundleDeployment, live L
 	sort.Slice(bds, func(i, j int) bool { return bds[i].Name < bds[j].Name })
 	for i := range bds {
 		bd := &bds[i]
-		state := summary.DeploymentState(bd)
+		// The cluster's own liveness decides: a deployment's Offline mark
+		// is stale once its agent has checked in again.
+		state := summary.ReportedState(bd)
 		if live.Offline {
 			state = fleet.Offline
 		}

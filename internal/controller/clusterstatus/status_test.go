@@ -92,6 +92,48 @@ func TestComputeClusterStatus(t *testing.T) {
 	}
 }
 
+// TestComputeClusterStatusStaleOfflineMarks: the manager marks a cluster's
+// deployments Offline while its agent is away (or not there yet). The
+// first check-in is written with a status computed before the marks are
+// removed: the cluster's liveness must decide, or a cluster that has just
+// checked in shows Offline.
+func TestComputeClusterStatusStaleOfflineMarks(t *testing.T) {
+	c := &fleet.Cluster{}
+	c.Status.Agent.LastSeen = metav1.Now()
+	marked := func(b fleet.BundleDeployment) fleet.BundleDeployment {
+		b.Status.Conditions = append(b.Status.Conditions,
+			metav1.Condition{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "AgentOffline", Message: "the cluster's agent has not checked in yet"},
+			metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotReady", Message: "configmap x not ready"})
+		return b
+	}
+	cases := []struct {
+		name    string
+		live    Liveness
+		state   string
+		ready   string
+		message string
+	}{
+		{"back online: what the agent reported", Liveness{NextCheck: time.Minute}, "NotReady", "1/2", "configmap x not ready"},
+		{"still offline: Offline", Liveness{Offline: true}, "Offline", "0/2", "the cluster's agent has not checked in yet"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bds := []fleet.BundleDeployment{marked(bd("a", "", true, fleet.ResourceCounts{})), marked(bd("b", "", false, fleet.ResourceCounts{}))}
+			got := ComputeClusterStatus(c, bds, tc.live)
+			if got.State != tc.state || got.ReadyBundles != tc.ready {
+				t.Fatalf("state %s, ready %s; want %s, %s", got.State, got.ReadyBundles, tc.state, tc.ready)
+			}
+			var msgs []string
+			for _, r := range got.Summary.NonReadyResources {
+				msgs = append(msgs, r.Message)
+			}
+			if len(msgs) == 0 || msgs[len(msgs)-1] != tc.message {
+				t.Fatalf("non-ready messages %q, want the last to be %q", msgs, tc.message)
+			}
+		})
+	}
+}
+
 func TestComputeGroupStatus(t *testing.T) {
 	mk := func(name, env string, ready bool, s fleet.BundleSummary) fleet.Cluster {
 		c := fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws", Labels: map[string]string{"env": env}}}
