@@ -39,7 +39,8 @@ type Options struct {
 	Namespace string
 	// CheckinInterval is the heartbeat interval (default 15m).
 	CheckinInterval time.Duration
-	// FirstCheckinDelay is the wait before the first heartbeat (5s).
+	// FirstCheckinDelay is the wait before the first heartbeat (1s, plus up
+	// to as much again at random).
 	FirstCheckinDelay time.Duration
 	// Workers is the number of concurrent BundleDeployment reconciles.
 	Workers int

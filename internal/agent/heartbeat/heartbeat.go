@@ -44,7 +44,10 @@ type Options struct {
 	AgentNamespace string
 	// Interval between check-ins (default 15m), jittered by up to 10%.
 	Interval time.Duration
-	// FirstDelay is the wait before the first check-in (default 5s).
+	// FirstDelay is the wait before the first check-in (default 1s), plus
+	// up to as much again at random: agents that start together (a fleet
+	// restarted at once) do not check in at the same instant. Until the
+	// first check-in the Cluster shows WaitCheckIn, so it stays short.
 	FirstDelay time.Duration
 	// OnRefused is called when the manager rejects the credential (401, or
 	// 403 three times in a row): the agent then stops and re-registers.
@@ -65,7 +68,7 @@ func New(opts Options) *Heartbeat {
 		opts.Interval = 15 * time.Minute
 	}
 	if opts.FirstDelay == 0 {
-		opts.FirstDelay = 5 * time.Second
+		opts.FirstDelay = time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -76,12 +79,12 @@ func New(opts Options) *Heartbeat {
 // NeedLeaderElection is false: the upstream manager runs no election.
 func (h *Heartbeat) NeedLeaderElection() bool { return false }
 
-// Start reports until ctx ends: first after FirstDelay, then every Interval;
+// Start reports until ctx ends: first after FirstDelay (jittered), then every Interval;
 // a failed report is retried with jittered exponential backoff (1s up to
 // Interval).
 func (h *Heartbeat) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("heartbeat")
-	wait := h.opts.FirstDelay
+	wait := jitter(h.opts.FirstDelay, 100)
 	retry := time.Second
 	forbidden := 0
 	for {
