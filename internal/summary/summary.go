@@ -60,23 +60,35 @@ func ReportedState(bd *fleet.BundleDeployment) fleet.BundleState {
 }
 
 // DeploymentMessage is the most useful human message of a deployment: the
-// Deployed error, else the Ready message when not ready.
+// Deployed error, else the Offline mark's message, else the Ready message
+// when not ready.
 func DeploymentMessage(bd *fleet.BundleDeployment) string {
-	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == "False" && c.Message != "" {
-		return c.Message
+	if m := deployedError(bd); m != "" {
+		return m
 	}
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionOffline); c != nil && c.Status == "True" {
 		return c.Message
 	}
-	return ReportedMessage(bd)
+	return notReadyMessage(bd)
 }
 
 // ReportedMessage is DeploymentMessage without the Offline mark (see
 // ReportedState).
 func ReportedMessage(bd *fleet.BundleDeployment) string {
-	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == "False" && c.Message != "" {
+	if m := deployedError(bd); m != "" {
+		return m
+	}
+	return notReadyMessage(bd)
+}
+
+func deployedError(bd *fleet.BundleDeployment) string {
+	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == "False" {
 		return c.Message
 	}
+	return ""
+}
+
+func notReadyMessage(bd *fleet.BundleDeployment) string {
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == "False" {
 		return c.Message
 	}
