@@ -144,14 +144,14 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		switch {
 		case vf.ConfigMapKeyRef != nil:
 			ref := vf.ConfigMapKeyRef
-			cm, err := d.clientset.CoreV1().ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			cm, err := d.core.ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
 			}
 			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
-			s, err := d.clientset.CoreV1().Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			s, err := d.core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
 			}
@@ -237,7 +237,7 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 	if in.DeleteNamespace && !systemNamespace(in.Namespace) {
 		// The next deploy into it must not trust an old check.
 		d.namespaces.clear()
-		err := d.clientset.CoreV1().Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
+		err := d.core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -262,7 +262,7 @@ type ReleaseRef struct {
 // Releases lists this agent's releases with a single label-selected list of
 // Helm's storage Secrets (no decoding of release payloads).
 func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
-	list, err := d.clientset.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
+	list, err := d.core.Secrets("").List(ctx, metav1.ListOptions{
 		LabelSelector: "owner=helm," + StorageAgentNamespaceLbl + "=" + d.agentNamespace,
 	})
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -54,8 +53,11 @@ const DefaultMaxHistory = 2
 type Deployer struct {
 	config         *rest.Config
 	agentNamespace string
-	clientset      kubernetes.Interface
-	discovery      *Discovery
+	// core is the core API client of the agent's own identity: the only
+	// API group the Deployer reads itself (a whole clientset would be
+	// about 60 REST clients per agent, for the simulators per cluster).
+	core      corev1client.CoreV1Interface
+	discovery *Discovery
 
 	// accounts (optional) watches the DefaultServiceAccount; defaultSA
 	// and namespaces remember recent lookups (LookupMaxAge).
@@ -95,7 +97,7 @@ func NewWithOptions(o Options) (*Deployer, error) {
 	// Helm's field manager is a package variable: set it once, not from
 	// every (possibly concurrent) constructor.
 	setFieldManager.Do(func() { kube.ManagedFieldsManager = FieldManager })
-	cs, err := kubernetes.NewForConfig(o.Config)
+	core, err := corev1client.NewForConfig(o.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +108,7 @@ func NewWithOptions(o Options) (*Deployer, error) {
 		}
 	}
 	return &Deployer{
-		config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, clientset: cs, discovery: disc,
+		config: rest.CopyConfig(o.Config), agentNamespace: o.AgentNamespace, core: core, discovery: disc,
 		accounts:  o.DefaultAccounts,
 		defaultSA: newRecent[bool](LookupMaxAge), namespaces: newRecent[struct{}](LookupMaxAge),
 	}, nil
@@ -191,7 +193,7 @@ func (d *Deployer) serviceAccount(ctx context.Context, name string) (string, err
 	if exists, ok := d.defaultSA.get(""); ok {
 		return defaultIf(exists), nil
 	}
-	_, err := d.clientset.CoreV1().ServiceAccounts(d.agentNamespace).Get(ctx, DefaultServiceAccount, metav1.GetOptions{})
+	_, err := d.core.ServiceAccounts(d.agentNamespace).Get(ctx, DefaultServiceAccount, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		d.defaultSA.put("", true)

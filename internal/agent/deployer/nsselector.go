@@ -29,7 +29,7 @@ func (d *Deployer) CheckTargetNamespace(ctx context.Context, opts fleet.BundleDe
 		return fmt.Errorf("%w: invalid allowedTargetNamespaceSelector: %v", ErrRender, err)
 	}
 	ns := ReleaseNamespace(opts)
-	cur, err := d.clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	cur, err := d.core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("target namespace %q does not exist; the GitRepoRestrictions require an existing namespace matching allowedTargetNamespaceSelector %q", ns, sel.String())
 	}

@@ -53,7 +53,7 @@ func TestServiceAccountLookup(t *testing.T) {
 		return false, nil, nil
 	})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d := &Deployer{agentNamespace: "cattle-fleet-system", clientset: cs, defaultSA: newRecent[bool](LookupMaxAge)}
+	d := &Deployer{agentNamespace: "cattle-fleet-system", core: cs.CoreV1(), defaultSA: newRecent[bool](LookupMaxAge)}
 	d.defaultSA.now = func() time.Time { return now }
 
 	for range 3 {

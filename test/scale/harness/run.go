@@ -430,9 +430,10 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 		arss = rssBytes(agents.pid())
 		res.Agents.RestRSSMiB, res.Agents.RestSeconds = mib(arss), o.Rest.Seconds()
 		// What the agents still hold at rest (the profile above is of
-		// the last collection during the burst).
+		// the last collection during the burst): collected first, after
+		// the RSS was read, so that it shows only what is still live.
 		rheap := filepath.Join(o.OutDir, "agents-heap-rest.pprof")
-		if err := agents.profile(ctx, "heap", rheap); err == nil {
+		if err := agents.profile(ctx, "heap?gc=1", rheap); err == nil {
 			res.Profiles = append(res.Profiles, rheap)
 		}
 	}
