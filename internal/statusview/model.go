@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
 	"github.com/fleetgo/fleet/internal/summary"
 )
 
@@ -115,7 +114,7 @@ func Build(f Fleet) View {
 					msg = "agent has never checked in"
 				}
 			}
-			if state == clusterstatus.StateWaitCheckIn && msg == "" {
+			if state == fleet.ClusterWaitCheckIn && msg == "" {
 				msg = "waiting for the agent to check in"
 			}
 			v.Problems = append(v.Problems, Problem{Object: "cluster " + key(&c.ObjectMeta), State: state, Message: msg})
@@ -160,7 +159,9 @@ func Build(f Fleet) View {
 				bd := bds[key(&b.ObjectMeta)][cl]
 				cell := NotTargeted
 				if bd != nil {
-					cell = string(DeploymentState(bd))
+					// Whether the cluster is offline is the cluster's to
+					// say (below), not the deployment's mark.
+					cell = string(summary.ReportedState(bd))
 					if offline[ns+"/"+cl] && cell != string(fleet.Ready) {
 						cell = string(fleet.Offline)
 					}
@@ -257,14 +258,6 @@ func (v View) Counts() (ready, total int) {
 	return ready, total
 }
 
-// DeploymentState derives a BundleDeployment's state the way Fleet does
-// (first match wins): not yet applied → ErrApplied or WaitApplied, then
-// NotReady, OutOfSync, Modified, Ready. Whether its cluster is offline is
-// the cluster's to say (the view marks such cells itself).
-func DeploymentState(bd *fleet.BundleDeployment) fleet.BundleState {
-	return summary.ReportedState(bd)
-}
-
 // DeploymentError is the first thing that explains why a BundleDeployment
 // is not Ready: a failing condition, then a non-ready or modified resource.
 func DeploymentError(bd *fleet.BundleDeployment) string {
@@ -306,13 +299,13 @@ func DeploymentError(bd *fleet.BundleDeployment) string {
 func ClusterState(c *fleet.Cluster) string {
 	if c.Status.Agent.LastSeen.IsZero() {
 		// Never reported: not offline, just not there yet.
-		return clusterstatus.StateWaitCheckIn
+		return fleet.ClusterWaitCheckIn
 	}
 	// Offline, unless the condition still waits for the first check-in:
 	// the agent has just reported and the manager has not rolled it up
 	// yet. It is not offline, and its display state says what it waits for.
 	if o := find(c.Status.Conditions, fleet.ConditionOffline); o != nil && o.Status == metav1.ConditionTrue &&
-		o.Reason != clusterstatus.ReasonWaitCheckIn {
+		o.Reason != fleet.ClusterWaitCheckIn {
 		return string(fleet.Offline)
 	}
 	if c.Status.Display.State != "" {

@@ -112,30 +112,6 @@ func TestStatusOnceOverRealAPIServer(t *testing.T) {
 	}
 }
 
-func TestDeploymentState(t *testing.T) {
-	deployedFalse := []metav1.Condition{{Type: fleet.ConditionDeployed, Status: metav1.ConditionFalse, Message: "boom"}}
-	for _, tc := range []struct {
-		name string
-		spec fleet.BundleDeploymentSpec
-		st   fleet.BundleDeploymentStatus
-		want fleet.BundleState
-	}{
-		{name: "not applied, deploy failed", spec: fleet.BundleDeploymentSpec{DeploymentID: "a"}, st: fleet.BundleDeploymentStatus{Conditions: deployedFalse}, want: fleet.ErrApplied},
-		{name: "not applied yet", spec: fleet.BundleDeploymentSpec{DeploymentID: "a"}, want: fleet.WaitApplied},
-		{name: "applied, not ready", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", NonModified: true}, want: fleet.NotReady},
-		{name: "staged differs", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "b"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true, NonModified: true}, want: fleet.OutOfSync},
-		{name: "modified", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true}, want: fleet.Modified},
-		{name: "ready", spec: fleet.BundleDeploymentSpec{DeploymentID: "a", StagedDeploymentID: "a"}, st: fleet.BundleDeploymentStatus{AppliedDeploymentID: "a", Ready: true, NonModified: true}, want: fleet.Ready},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bd := &fleet.BundleDeployment{Spec: tc.spec, Status: tc.st}
-			if got := DeploymentState(bd); got != tc.want {
-				t.Errorf("DeploymentState = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestAllReady(t *testing.T) {
 	v := Build(inMemory(seed()))
 	if v.AllReady() {

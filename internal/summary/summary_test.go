@@ -19,23 +19,28 @@ func bd(staged, current, applied string, ready, nonModified bool, conds ...metav
 func TestDeploymentState(t *testing.T) {
 	deployedFalse := metav1.Condition{Type: fleet.ConditionDeployed, Status: metav1.ConditionFalse, Message: "boom"}
 	offline := metav1.Condition{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Message: "agent offline"}
+	// reported is ReportedState's answer: the same without the Offline
+	// mark.
 	cases := []struct {
-		name string
-		bd   *fleet.BundleDeployment
-		want fleet.BundleState
+		name           string
+		bd             *fleet.BundleDeployment
+		want, reported fleet.BundleState
 	}{
-		{"applied differs, deploy failed", bd("a", "a", "old", true, true, deployedFalse), fleet.ErrApplied},
-		{"applied differs", bd("a", "a", "old", true, true), fleet.WaitApplied},
-		{"not ready", bd("a", "a", "a", false, true), fleet.NotReady},
-		{"staged differs", bd("b", "a", "a", true, true), fleet.OutOfSync},
-		{"modified", bd("a", "a", "a", true, false), fleet.Modified},
-		{"ready", bd("a", "a", "a", true, true), fleet.Ready},
-		{"offline wins", bd("a", "a", "old", false, false, offline), fleet.Offline},
+		{"applied differs, deploy failed", bd("a", "a", "old", true, true, deployedFalse), fleet.ErrApplied, fleet.ErrApplied},
+		{"applied differs", bd("a", "a", "old", true, true), fleet.WaitApplied, fleet.WaitApplied},
+		{"not ready", bd("a", "a", "a", false, true), fleet.NotReady, fleet.NotReady},
+		{"staged differs", bd("b", "a", "a", true, true), fleet.OutOfSync, fleet.OutOfSync},
+		{"modified", bd("a", "a", "a", true, false), fleet.Modified, fleet.Modified},
+		{"ready", bd("a", "a", "a", true, true), fleet.Ready, fleet.Ready},
+		{"offline wins", bd("a", "a", "old", false, false, offline), fleet.Offline, fleet.WaitApplied},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := DeploymentState(c.bd); got != c.want {
 				t.Fatalf("got %s, want %s", got, c.want)
+			}
+			if got := ReportedState(c.bd); got != c.reported {
+				t.Fatalf("ReportedState: got %s, want %s", got, c.reported)
 			}
 		})
 	}
