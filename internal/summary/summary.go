@@ -125,9 +125,10 @@ func Increment(s *fleet.BundleSummary, name string, state fleet.BundleState, bd 
 	r := fleet.NonReadyResource{Name: name, State: state}
 	if bd != nil {
 		// An Offline mark speaks only for a deployment counted Offline.
-		r.Message = ReportedMessage(bd)
 		if state == fleet.Offline {
 			r.Message = DeploymentMessage(bd)
+		} else {
+			r.Message = ReportedMessage(bd)
 		}
 		r.ModifiedStatus = capped(bd.Status.ModifiedStatus)
 		r.NonReadyStatus = capped(bd.Status.NonReadyStatus)
