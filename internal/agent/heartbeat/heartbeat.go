@@ -79,9 +79,9 @@ func New(opts Options) *Heartbeat {
 // NeedLeaderElection is false: the upstream manager runs no election.
 func (h *Heartbeat) NeedLeaderElection() bool { return false }
 
-// Start reports until ctx ends: first after FirstDelay (jittered), then every Interval;
-// a failed report is retried with jittered exponential backoff (1s up to
-// Interval).
+// Start reports until ctx ends: first after FirstDelay (jittered), then
+// every Interval; a failed report is retried with jittered exponential
+// backoff (1s up to Interval).
 func (h *Heartbeat) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("heartbeat")
 	wait := jitter(h.opts.FirstDelay, 100)

@@ -324,14 +324,13 @@ func measureEtcd(ctx context.Context, endpoint string) (Etcd, error) {
 // (every client). The harness reads it from the downstream API server,
 // which has no audit log, to show what real applies ask of it.
 func requestMix(ctx context.Context, cs kubernetes.Interface) (map[string]float64, error) {
-	label := metricLabel
 	mix := map[string]float64{}
 	err := eachRequestTotal(ctx, cs, func(line string, v float64) {
-		key := label(line, "verb") + " " + label(line, "resource")
-		if sub := label(line, "subresource"); sub != "" {
+		key := metricLabel(line, "verb") + " " + metricLabel(line, "resource")
+		if sub := metricLabel(line, "subresource"); sub != "" {
 			key += "/" + sub
 		}
-		if code := label(line, "code"); code != "" && code[0] != '2' {
+		if code := metricLabel(line, "code"); code != "" && code[0] != '2' {
 			key += " " + code // refused (429) or failed: not work done
 		}
 		mix[key] += v
