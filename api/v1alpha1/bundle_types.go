@@ -6,7 +6,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&Bundle{}, &BundleList{})
+	register(&Bundle{}, &BundleList{})
 }
 
 // Bundle is a set of resources, and how and where to deploy them. It is built

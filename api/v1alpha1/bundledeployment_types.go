@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&BundleDeployment{}, &BundleDeploymentList{})
+	register(&BundleDeployment{}, &BundleDeploymentList{})
 }
 
 // BundleDeployment is one Bundle targeted at one cluster. It lives in the

@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&BundleNamespaceMapping{}, &BundleNamespaceMappingList{})
+	register(&BundleNamespaceMapping{}, &BundleNamespaceMappingList{})
 }
 
 // BundleNamespaceMapping lets bundles in its namespace that match

@@ -6,7 +6,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&Cluster{}, &ClusterList{}, &ClusterGroup{}, &ClusterGroupList{})
+	register(&Cluster{}, &ClusterList{}, &ClusterGroup{}, &ClusterGroupList{})
 }
 
 // Cluster is one managed (downstream) cluster, registered by its agent or

@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&Content{}, &ContentList{})
+	register(&Content{}, &ContentList{})
 }
 
 // Content holds one distinct bundle manifest, stored once however many

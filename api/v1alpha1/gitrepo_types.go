@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&GitRepo{}, &GitRepoList{}, &GitRepoRestriction{}, &GitRepoRestrictionList{})
+	register(&GitRepo{}, &GitRepoList{}, &GitRepoRestriction{}, &GitRepoRestrictionList{})
 }
 
 // GitRepo tells the manager to watch a git repository and turn its paths

@@ -10,17 +10,32 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the group and version of every Fleet kind.
 	GroupVersion = schema.GroupVersion{Group: "fleet.cattle.io", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the Fleet kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the Fleet kinds with a runtime.Scheme. It is
+	// apimachinery's, not controller-runtime's, so that importing the API
+	// does not import a controller framework.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the Fleet kinds to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// knownTypes are the kinds each *_types.go file registers in its init.
+	knownTypes []runtime.Object
 )
+
+// register adds kinds to the ones AddToScheme adds.
+func register(objs ...runtime.Object) { knownTypes = append(knownTypes, objs...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&HelmOp{}, &HelmOpList{})
+	register(&HelmOp{}, &HelmOpList{})
 }
 
 // HelmOp deploys a Helm chart from a chart repository (HTTP(S) or OCI) to

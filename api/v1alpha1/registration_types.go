@@ -5,7 +5,7 @@ import (
 )
 
 func init() {
-	SchemeBuilder.Register(&ClusterRegistration{}, &ClusterRegistrationList{},
+	register(&ClusterRegistration{}, &ClusterRegistrationList{},
 		&ClusterRegistrationToken{}, &ClusterRegistrationTokenList{})
 }
 

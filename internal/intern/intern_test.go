@@ -129,7 +129,7 @@ func TestObjectKeepsEveryValue(t *testing.T) {
 		},
 		// managedFields hold JSON of their own.
 		func(m *metav1.FieldsV1, c randfill.Continue) {
-			m.Raw = []byte(`{"f:metadata":{}}`)
+			m.SetRawString(`{"f:metadata":{}}`)
 		},
 	)
 	for _, typ := range types {

@@ -266,14 +266,16 @@ func DeploymentError(bd *fleet.BundleDeployment) string {
 			return c.Message
 		}
 	}
-	for _, n := range bd.Status.NonReadyStatus {
+	if len(bd.Status.NonReadyStatus) > 0 {
+		n := bd.Status.NonReadyStatus[0]
 		msg := n.Summary.State
 		if len(n.Summary.Message) > 0 {
 			msg = strings.Join(n.Summary.Message, "; ")
 		}
 		return fmt.Sprintf("%s %s: %s", n.Kind, join(n.Namespace, n.Name), msg)
 	}
-	for _, m := range bd.Status.ModifiedStatus {
+	if len(bd.Status.ModifiedStatus) > 0 {
+		m := bd.Status.ModifiedStatus[0]
 		what := "modified"
 		switch {
 		case m.Create:

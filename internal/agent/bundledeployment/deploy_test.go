@@ -257,17 +257,17 @@ func TestNamespaceEnforcement(t *testing.T) {
 		},
 		opts: fleet.BundleDeploymentOptions{TargetNamespace: "forced-ns"},
 	}
-	id := put(t, b)
+	bad := put(t, b)
 	eventually(t, "ErrApplied with message", func() error {
 		bd := getBD(t, "nsenforce")
 		c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
-		if bundledeployment.State(bd) != fleet.ErrApplied || c == nil || !strings.Contains(c.Message, "cluster-scoped") {
+		if bd.Spec.DeploymentID != bad || bundledeployment.State(bd) != fleet.ErrApplied || c == nil || !strings.Contains(c.Message, "cluster-scoped") {
 			return fmt.Errorf("status %+v", bd.Status)
 		}
 		return nil
 	})
 	delete(b.files, "ns.yaml")
-	id = put(t, b)
+	id := put(t, b)
 	waitState(t, "nsenforce", id, fleet.Ready)
 	wantData(t, "forced-ns", "forced", "", "")
 }

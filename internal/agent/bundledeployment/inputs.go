@@ -141,7 +141,7 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 // same cluster (from the cache: no API call).
 func (r *Reconciler) dependenciesReady(ctx context.Context, bd *fleet.BundleDeployment) (bool, string) {
 	for _, dep := range bd.Spec.DependsOn {
-		sel := labels.Everything()
+		var sel labels.Selector
 		switch {
 		case dep.Name != "":
 			sel = labels.SelectorFromSet(labels.Set{

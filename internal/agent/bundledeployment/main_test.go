@@ -41,7 +41,6 @@ const (
 var (
 	up, down  *testenv.Cluster
 	clusterNS = names.ClusterNamespace(workspace, clusterName)
-	upCertDir string // kept across the upstream API server restart
 	contents  = map[string]bool{}
 )
 
