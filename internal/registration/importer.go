@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -55,9 +54,13 @@ func (e *importError) Unwrap() error { return e.err }
 // allowedSecretNamespace says whether the kubeconfig Secret of a Cluster in
 // clusterNS may be read from ns (Fleet's list), so that a workspace user
 // cannot make the manager read kubeconfigs from arbitrary namespaces.
+// fleet-local is narrower than in Rancher Fleet: it holds the manager's own
+// cluster's kubeconfig (Secret local-cluster), and a Cluster in another
+// workspace pointing at it would install an agent on the management
+// cluster for that workspace.
 func allowedSecretNamespace(clusterNS, ns string) bool {
 	switch ns {
-	case clusterNS, fleet.BootstrapNamespace, fleet.DefaultWorkspace, fleet.DefaultSystemNamespace, "fleet-system",
+	case clusterNS, fleet.DefaultWorkspace, fleet.DefaultSystemNamespace, "fleet-system",
 		fleet.DefaultSystemRegistrationNamespace, "fleet-clusters-system":
 		return true
 	}
@@ -109,10 +112,9 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 		}
 		return ctrl.Result{}, err
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kcSecret.Data["value"])
+	cfg, err := importRESTConfig(kcSecret.Data["value"])
 	if err != nil {
-		// The parser's message may quote the document; keep it out of status.
-		return ctrl.Result{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: key \"value\" is not a valid kubeconfig", secretNS, cluster.Spec.KubeConfigSecret)}
+		return ctrl.Result{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}
 	}
 	cfg.Timeout = importConnectionTimeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)

@@ -3,6 +3,7 @@ package registration
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,12 +64,15 @@ func ptrTime(t time.Time) *time.Time { return &t }
 
 func TestAllowedSecretNamespace(t *testing.T) {
 	for ns, want := range map[string]bool{
-		"clusters": true, "fleet-local": true, "fleet-default": true, "cattle-fleet-system": true,
+		"clusters": true, "fleet-local": false, "fleet-default": true, "cattle-fleet-system": true,
 		"cattle-fleet-clusters-system": true, "cluster-abc": true, "kube-system": false, "other": false,
 	} {
 		if got := allowedSecretNamespace("clusters", ns); got != want {
 			t.Errorf("allowedSecretNamespace(clusters, %s) = %v, want %v", ns, got, want)
 		}
+	}
+	if !allowedSecretNamespace("fleet-local", "fleet-local") {
+		t.Error("the local cluster must import from its own namespace")
 	}
 }
 
@@ -206,5 +210,36 @@ func TestNewRegistrationsFirst(t *testing.T) {
 			t.Errorf("got %s with priority %d, want %s with %d", item.Name, prio, w.name, w.priority)
 		}
 		q.Done(item)
+	}
+}
+
+func TestImportRESTConfig(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+	for _, tc := range []struct {
+		name, cluster, user, wantErr string
+	}{
+		{name: "inline", cluster: `{server: "https://h", certificate-authority-data: "` + "Zm9v" + `"}`, user: "{token: abc}"},
+		{name: "basic auth", cluster: `{server: "https://h"}`, user: "{username: a, password: b}"},
+		{name: "CA file", cluster: `{server: "https://h", certificate-authority: /etc/ca}`, user: "{token: abc}", wantErr: `cluster "c" certificate-authority`},
+		{name: "token file", cluster: `{server: "https://h"}`, user: "{tokenFile: /t}", wantErr: `user "u" tokenFile`},
+		{name: "cert files", cluster: `{server: "https://h"}`, user: "{client-certificate: /c, client-key: /k}", wantErr: `user "u" client-certificate, user "u" client-key`},
+		{name: "auth provider", cluster: `{server: "https://h"}`, user: "{auth-provider: {name: oidc}}", wantErr: `user "u" auth-provider`},
+		{name: "exec", cluster: `{server: "https://h"}`, user: "{exec: {apiVersion: client.authentication.k8s.io/v1, command: x}}", wantErr: `user "u" exec`},
+		{name: "not a kubeconfig", cluster: "[", wantErr: "not a valid kubeconfig"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := head + "clusters: [{name: c, cluster: " + tc.cluster + "}]\nusers: [{name: u, user: " + tc.user + "}]\n"
+			cfg, err := importRESTConfig([]byte(doc))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr == "" && cfg.Host != "https://h":
+				t.Errorf("host %q", cfg.Host)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want it to contain %q", err, tc.wantErr)
+			case err != nil && strings.Contains(err.Error(), "/"):
+				t.Errorf("the error quotes a path or the document: %v", err)
+			}
+		})
 	}
 }
