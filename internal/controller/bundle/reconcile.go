@@ -252,10 +252,12 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if _, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, keep); err != nil {
 		errs = append(errs, err)
 	}
+	prevObserved := b.Status.ObservedGeneration
 	setStatus(b, statusInput{Plans: plans, Failed: failed, Rollout: rollout, SHA256: sum})
 	setSourceErrors(b, srcErrs)
-	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, err
+	if len(errs) > 0 {
+		setWriteErrors(b, errs, prevObserved)
+		return ctrl.Result{}, errors.Join(errs...)
 	}
 	if rollout.NewlyCreated >= rollout.MaxNew && pendingCreations(plans) {
 		return ctrl.Result{RequeueAfter: moreToCreate}, nil

@@ -22,6 +22,9 @@ const (
 	// ReasonDownstreamSource: a downstreamResources Secret/ConfigMap is
 	// missing from the Bundle's namespace.
 	ReasonDownstreamSource = "DownstreamResourceMissing"
+	// ReasonWriteFailed: the manager could not write some of the bundle's
+	// BundleDeployments (or their Secrets); it retries with backoff.
+	ReasonWriteFailed = "WriteFailed"
 )
 
 // maxErrorsShown caps the per-cluster errors listed in the Ready message.
@@ -148,6 +151,27 @@ func setError(b *fleet.Bundle, err error) {
 // setSourceErrors reports missing downstreamResources sources (one entry per
 // target) on the Ready condition; the rest of the status stays as computed.
 func setSourceErrors(b *fleet.Bundle, errs []string) {
+	setListedErrors(b, ReasonDownstreamSource, errs)
+}
+
+// setWriteErrors reports writes of this pass that failed (an admission
+// webhook or quota refusing a BundleDeployment, a conflict, the API server
+// away) on the Ready condition, and keeps the previous observedGeneration:
+// this generation is not fully written yet, so what waits on it (the
+// GitRepo roll-up, kubectl wait) must not see it as done.
+func setWriteErrors(b *fleet.Bundle, errs []error, prevObservedGeneration int64) {
+	msgs := make([]string, 0, len(errs))
+	for _, err := range errs {
+		msgs = append(msgs, err.Error())
+	}
+	setListedErrors(b, ReasonWriteFailed, msgs)
+	b.Status.ObservedGeneration = prevObservedGeneration
+}
+
+// setListedErrors sets Ready=False with reason and the first errors
+// (sorted, so that a retry failing the same way writes the same message),
+// followed by the Ready message computed before.
+func setListedErrors(b *fleet.Bundle, reason string, errs []string) {
 	if len(errs) == 0 {
 		return
 	}
@@ -162,6 +186,6 @@ func setSourceErrors(b *fleet.Bundle, errs []string) {
 		msg += "; " + c.Message
 	}
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonDownstreamSource, Message: msg, ObservedGeneration: b.Generation,
+		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: b.Generation,
 	})
 }

@@ -143,3 +143,30 @@ func TestSooner(t *testing.T) {
 		}
 	}
 }
+
+func TestSetWriteErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		errs    []error
+		wantMsg string
+		wantGen int64
+	}{
+		{name: "one", errs: []error{errors.New("creating BundleDeployment c/app: denied")}, wantMsg: "creating BundleDeployment c/app: denied; waiting", wantGen: 2},
+		{name: "sorted and capped", errs: []error{errors.New("g"), errors.New("f"), errors.New("e"), errors.New("d"), errors.New("c"), errors.New("b"), errors.New("a")},
+			wantMsg: "a; b; c; d; e (and 2 more); waiting", wantGen: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+			b.Status.ObservedGeneration = 4 // as setStatus left it
+			meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNotReady, Message: "waiting"})
+			setWriteErrors(b, tc.errs, 2)
+			c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionReady)
+			if c.Reason != ReasonWriteFailed || c.Message != tc.wantMsg || c.ObservedGeneration != 4 {
+				t.Errorf("condition %+v", c)
+			}
+			if b.Status.ObservedGeneration != tc.wantGen {
+				t.Errorf("observedGeneration %d, want %d", b.Status.ObservedGeneration, tc.wantGen)
+			}
+		})
+	}
+}
