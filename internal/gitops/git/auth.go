@@ -116,7 +116,8 @@ func authFor(ctx context.Context, r Remote) (transport.AuthMethod, error) {
 	}
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
-		return nil, fmt.Errorf("parsing repo URL: %w", err)
+		// The parser's message quotes the URL, password and all.
+		return nil, fmt.Errorf("parsing repo URL: %w", &redactedError{err: err})
 	}
 	user := ep.User
 	if user == "" {

@@ -30,7 +30,8 @@ type Remote struct {
 	URL string
 	// Branch to follow; ignored when Revision is set.
 	Branch string
-	// Revision is a fixed commit SHA or tag name.
+	// Revision is a fixed commit SHA, a tag, a branch name (a tag of the
+	// same name wins) or "HEAD" (the remote's default branch).
 	Revision    string
 	Credentials Credentials
 	// CABundle is PEM added to the system roots for HTTPS.
@@ -95,6 +96,13 @@ func LatestCommit(ctx context.Context, r Remote) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
 	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
+	_, hash, err := resolveRef(ctx, rem, r, auth)
+	return hash, err
+}
+
+// resolveRef reads the remote's ref advertisement and picks the ref r
+// follows (see pickRef), with the commit it names.
+func resolveRef(ctx context.Context, rem *gogit.Remote, r Remote, auth transport.AuthMethod) (plumbing.ReferenceName, string, error) {
 	refs, err := rem.ListContext(ctx, &gogit.ListOptions{
 		Auth:            auth,
 		CABundle:        r.CABundle,
@@ -103,42 +111,62 @@ func LatestCommit(ctx context.Context, r Remote) (string, error) {
 		Timeout:         int(r.timeout() / time.Second),
 	})
 	if err != nil {
-		return "", describe(ctx, err)
+		return "", "", describe(ctx, err)
 	}
-	var want []string
-	if r.Revision == "HEAD" {
-		// The remote's default branch: HEAD, advertised as a symbolic ref
-		// to it or as its commit.
-		for _, ref := range refs {
-			if ref.Name() == plumbing.HEAD {
-				if ref.Type() == plumbing.SymbolicReference {
-					want = []string{ref.Target().String()}
-				} else {
-					return ref.Hash().String(), nil
-				}
-			}
-		}
-	} else if r.Revision != "" {
-		// A peeled annotated tag ("^{}") names the commit; prefer it.
-		want = []string{"refs/tags/" + r.Revision + "^{}", "refs/tags/" + r.Revision, "refs/heads/" + r.Revision}
-	} else {
-		want = []string{"refs/heads/" + r.branch()}
-	}
-	byName := map[string]string{}
-	for _, ref := range refs {
-		if ref.Type() == plumbing.HashReference {
-			byName[ref.Name().String()] = ref.Hash().String()
-		}
-	}
-	for _, w := range want {
-		if h, ok := byName[w]; ok {
-			return h, nil
-		}
+	if name, hash, ok := pickRef(refs, r); ok {
+		return name, hash, nil
 	}
 	if r.Revision != "" {
-		return "", fmt.Errorf("%w: revision %q on %s", ErrRefNotFound, r.Revision, redact(r.URL))
+		return "", "", fmt.Errorf("%w: revision %q on %s", ErrRefNotFound, r.Revision, redact(r.URL))
 	}
-	return "", fmt.Errorf("%w: branch %q on %s", ErrRefNotFound, r.branch(), redact(r.URL))
+	return "", "", fmt.Errorf("%w: branch %q on %s", ErrRefNotFound, r.branch(), redact(r.URL))
+}
+
+// pickRef picks, from a ref advertisement, the ref to fetch for r and the
+// commit it names: for a Revision, the tag of that name (an annotated tag's
+// peeled commit), else the branch of that name, or for "HEAD" the remote's
+// HEAD (its default branch); without one, refs/heads/<Branch>.
+func pickRef(refs []*plumbing.Reference, r Remote) (plumbing.ReferenceName, string, bool) {
+	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
+	for _, ref := range refs {
+		byName[ref.Name()] = ref
+	}
+	hashOf := func(n plumbing.ReferenceName) (string, bool) {
+		if ref, ok := byName[n]; ok && ref.Type() == plumbing.HashReference {
+			return ref.Hash().String(), true
+		}
+		return "", false
+	}
+	switch {
+	case r.Revision == "HEAD":
+		// Advertised as a symbolic ref to the default branch or as its
+		// commit. Fetching HEAD itself gets the same commit (the fetch
+		// resolves the symbolic ref in its own advertisement).
+		head, ok := byName[plumbing.HEAD]
+		if !ok {
+			return "", "", false
+		}
+		if head.Type() == plumbing.SymbolicReference {
+			h, ok := hashOf(head.Target())
+			return plumbing.HEAD, h, ok
+		}
+		return plumbing.HEAD, head.Hash().String(), true
+	case r.Revision != "":
+		tag := plumbing.NewTagReferenceName(r.Revision)
+		// A peeled annotated tag ("^{}") names the commit; prefer it.
+		for _, n := range []plumbing.ReferenceName{tag + "^{}", tag} {
+			if h, ok := hashOf(n); ok {
+				return tag, h, true
+			}
+		}
+		branch := plumbing.NewBranchReferenceName(r.Revision)
+		h, ok := hashOf(branch)
+		return branch, h, ok
+	default:
+		branch := plumbing.NewBranchReferenceName(r.branch())
+		h, ok := hashOf(branch)
+		return branch, h, ok
+	}
 }
 
 // describe turns transport errors into messages a user can act on, with
@@ -163,9 +191,15 @@ func explain(ctx context.Context, err error) error {
 	return err
 }
 
-var userInfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
+// userInfoRE matches the userinfo of a URL with a scheme, whatever it holds
+// (user:password, or a token given as the user name alone), up to the last
+// '@' before the path, query or fragment, so that an unescaped '@' in a
+// password is masked too. scp-like SSH addresses (git@host:path) have no
+// scheme and are left alone: their user is a login name, never a secret
+// (SSH authenticates with a key).
+var userInfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s"']*@`)
 
-// redactedError masks "scheme://user:secret@" in its message; errors.Is and
+// redactedError masks "scheme://userinfo@" in its message; errors.Is and
 // errors.As still see the original error.
 type redactedError struct{ err error }
 
@@ -174,15 +208,10 @@ func (e *redactedError) Error() string {
 }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact drops any password from a URL before it goes into a message.
+// redact masks the userinfo of a URL (see userInfoRE) before it goes into
+// a message: "https://token@host/x" is "https://***@host/x".
 func redact(url string) string {
-	if i := strings.Index(url, "://"); i >= 0 {
-		rest := url[i+3:]
-		if at := strings.Index(rest, "@"); at >= 0 && strings.Contains(rest[:at], ":") {
-			return url[:i+3] + "***@" + rest[at+1:]
-		}
-	}
-	return url
+	return userInfoRE.ReplaceAllString(url, "${1}***@")
 }
 
 // FetchOptions bound a checkout.
@@ -277,7 +306,13 @@ func fetchCommit(ctx context.Context, r Remote, repoDir, want string, maxFetch i
 			}
 		}
 	case r.Revision != "":
-		fo.RefSpecs = []config.RefSpec{config.RefSpec("+refs/tags/" + r.Revision + ":" + local.String())}
+		// A tag, a branch or HEAD: fetch the ref LatestCommit resolves
+		// (one more ref advertisement; a shallow fetch names one ref).
+		name, _, err := resolveRef(ctx, rem, r, auth)
+		if err != nil {
+			return nil, err
+		}
+		fo.RefSpecs = []config.RefSpec{config.RefSpec("+" + name.String() + ":" + local.String())}
 		if err := fetch(); err != nil {
 			return nil, err
 		}

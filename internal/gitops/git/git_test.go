@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -260,5 +261,85 @@ func TestCredentialsInURLAreRedacted(t *testing.T) {
 	_, err = git.Fetch(context.Background(), git.Remote{URL: url}, t.TempDir(), git.FetchOptions{})
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("fetch error %v", err)
+	}
+}
+
+// TestTokenInURLIsRedacted: a token given as the URL's user name alone
+// (https://ghp_x@host/...) is masked in every message, the ref-not-found
+// ones (which format the URL themselves) included.
+func TestTokenInURLIsRedacted(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	repo.Commit("master", map[string]string{"a.yaml": "a: 1\n"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+	url := strings.Replace(srv.URLFor(repo), "http://", "http://ghp_secret@", 1)
+
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		if strings.Contains(err.Error(), "ghp_secret") || !strings.Contains(err.Error(), "http://***@") {
+			t.Fatalf("%s: token not masked: %v", what, err)
+		}
+	}
+	_, err := git.LatestCommit(ctx, git.Remote{URL: url, Branch: "missing"})
+	if !errors.Is(err, git.ErrRefNotFound) {
+		t.Fatalf("missing branch: %v", err)
+	}
+	check("LatestCommit missing branch", err)
+	_, err = git.LatestCommit(ctx, git.Remote{URL: url, Revision: "missing"})
+	check("LatestCommit missing revision", err)
+	_, err = git.Fetch(ctx, git.Remote{URL: url, Revision: "missing"}, t.TempDir(), git.FetchOptions{})
+	check("Fetch missing revision", err)
+	_, err = git.Fetch(ctx, git.Remote{URL: strings.TrimSuffix(url, "app.git") + "gone.git"}, t.TempDir(), git.FetchOptions{})
+	if err == nil || strings.Contains(err.Error(), "ghp_secret") {
+		t.Fatalf("Fetch missing repo: %v", err)
+	}
+}
+
+// TestRevisionBranchAndHEAD: a revision that names a branch, or HEAD (the
+// remote's default branch), is fetched at the commit LatestCommit resolves;
+// a tag of the same name as a branch wins, as in LatestCommit; an unknown
+// revision is ErrRefNotFound.
+func TestRevisionBranchAndHEAD(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	cTag := repo.Commit("master", map[string]string{"v.yaml": "v: tag\n"})
+	repo.Tag("both")
+	cStable := repo.Commit("stable", map[string]string{"v.yaml": "v: stable\n"})
+	cFeature := repo.Commit("feature", map[string]string{"v.yaml": "v: feature\n"})
+	repo.Commit("both", map[string]string{"v.yaml": "v: branch both\n"})
+	repo.Commit("master", map[string]string{"v.yaml": "v: master\n"})
+	// The served repository's default branch is stable, not master.
+	if out, err := exec.Command("git", "--git-dir", repo.Dir(), "symbolic-ref", "HEAD", "refs/heads/stable").CombinedOutput(); err != nil {
+		t.Fatalf("symbolic-ref: %v: %s", err, out)
+	}
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+
+	for _, tc := range []struct{ revision, commit, content string }{
+		{"feature", cFeature, "v: feature\n"},
+		{"HEAD", cStable, "v: stable\n"},
+		{"both", cTag, "v: tag\n"},
+	} {
+		remote := git.Remote{URL: srv.URLFor(repo), Revision: tc.revision}
+		got, err := git.LatestCommit(ctx, remote)
+		if err != nil || got != tc.commit {
+			t.Fatalf("%s: LatestCommit = %q, %v; want %q", tc.revision, got, err, tc.commit)
+		}
+		dir := t.TempDir()
+		fetched, err := git.Fetch(ctx, remote, dir, git.FetchOptions{Commit: got})
+		if err != nil || fetched != tc.commit {
+			t.Fatalf("%s: Fetch = %q, %v; want %q", tc.revision, fetched, err, tc.commit)
+		}
+		if s := readFile(t, filepath.Join(dir, "source", "v.yaml")); s != tc.content {
+			t.Fatalf("%s: content %q; want %q", tc.revision, s, tc.content)
+		}
+	}
+	_, err := git.Fetch(ctx, git.Remote{URL: srv.URLFor(repo), Revision: "nope"}, t.TempDir(), git.FetchOptions{})
+	if !errors.Is(err, git.ErrRefNotFound) || !git.IsPermanent(err) {
+		t.Fatalf("unknown revision: %v", err)
 	}
 }
