@@ -236,7 +236,19 @@ func validate(fy *FleetYAML) error {
 // stripInternal clears the options only the manager may set, so a fleet.yaml
 // cannot loosen (or fake) a GitRepoRestriction: allowedTargetNamespaceSelector
 // is copied from the namespace's restrictions onto every BundleDeployment.
+// It also clears contentsId, which would make the bundle deploy a stored
+// Content named by id (another bundle's, possibly another tenant's) instead
+// of the repository's files, and valuesHash, which describes values the
+// manager keeps in a Secret: a bundle read from a repository is its files.
 func stripInternal(fy *FleetYAML, warnings *[]string) {
+	if fy.ContentsID != "" {
+		fy.ContentsID = ""
+		*warnings = append(*warnings, `key "contentsId" is internal (the bundle deploys the repository's files) and was ignored`)
+	}
+	if fy.ValuesHash != "" {
+		fy.ValuesHash = ""
+		*warnings = append(*warnings, `key "valuesHash" is internal (set by the manager) and was ignored`)
+	}
 	strip := func(prefix string, o *fleet.BundleDeploymentOptions) {
 		if o.AllowedTargetNamespaceSelector != nil {
 			o.AllowedTargetNamespaceSelector = nil

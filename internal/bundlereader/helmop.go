@@ -30,7 +30,7 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 		return nil, specError("spec.helm.valuesFiles: a HelmOp has no files to read values from; use spec.helm.values or valuesFrom")
 	}
 	s := spec.DeepCopy()
-	s.Resources, s.ContentsID = nil, ""
+	s.Resources, s.ContentsID, s.ValuesHash = nil, "", ""
 	data, err := json.Marshal(FleetYAML{BundleSpec: *s})
 	if err != nil {
 		return nil, err

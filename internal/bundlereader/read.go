@@ -144,6 +144,9 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 		paths = []string{"."}
 	}
 	var dirs []string
+	// firstDir is the first directory of paths[0], which opts.FleetYAML
+	// defines.
+	var firstDir string
 	seen := map[string]bool{}
 	for i, p := range paths {
 		if filepath.IsAbs(p) {
@@ -157,6 +160,7 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 			return nil, fmt.Errorf("path %q does not exist", p)
 		}
 		sort.Strings(matches)
+		matchedDir := false
 		for _, m := range matches {
 			if !fs.inside(m) {
 				return nil, fmt.Errorf("path %q is outside the repository", p)
@@ -166,7 +170,13 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 				return nil, fmt.Errorf("path %q: %w", p, err)
 			}
 			if !st.IsDir() {
+				// A file matched by a glob that also matches directories is
+				// skipped; an entry matching only files fails below.
 				continue
+			}
+			matchedDir = true
+			if i == 0 && firstDir == "" {
+				firstDir = m
 			}
 			found, err := fs.discover(m)
 			if err != nil {
@@ -187,13 +197,22 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 				}
 			}
 		}
-	}
-	var firstDir string
-	if opts.FleetYAML != nil {
-		m, _ := filepath.Glob(filepath.Join(fs.root, filepath.FromSlash(paths[0])))
-		if len(m) > 0 {
-			firstDir = m[0]
+		if !matchedDir {
+			// Skipping it would drop its bundles, and the caller would prune
+			// them: a path that became a file is a broken input.
+			if len(matches) == 1 && !hasGlobMeta(p) {
+				return nil, fmt.Errorf("path %q is a file; paths name directories", p)
+			}
+			return nil, fmt.Errorf("path %q matches no directory (only files); paths name directories", p)
 		}
+	}
+	if opts.FleetYAML == nil {
+		firstDir = ""
+	}
+	if len(dirs) == 0 {
+		// Unreachable by the checks above; an empty result would make the
+		// caller prune every bundle, so never return one.
+		return nil, fmt.Errorf("paths %q: no bundle directories found", paths)
 	}
 	bundles := make([]*fleet.Bundle, 0, len(dirs))
 	byName := map[string]string{}
@@ -217,6 +236,11 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 	}
 	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
 	return bundles, nil
+}
+
+// hasGlobMeta reports whether p holds a filepath.Match pattern character.
+func hasGlobMeta(p string) bool {
+	return strings.ContainsAny(p, `*?[\`)
 }
 
 func displayPath(rel string) string {
@@ -278,7 +302,9 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 		return nil, err
 	}
 	spec := fy.BundleSpec.DeepCopy()
-	spec.Resources = nil
+	// Only the reader and the manager set these; ParseFleetYAML already
+	// dropped them, this keeps every caller safe.
+	spec.Resources, spec.ContentsID, spec.ValuesHash = nil, "", ""
 	targets := append([]fleet.BundleTarget{}, spec.Targets...)
 	for _, t := range fy.TargetCustomizations {
 		targets = append(targets, *t.DeepCopy())

@@ -238,6 +238,14 @@ func TestBadInput(t *testing.T) {
 		{name: "path outside", files: map[string]string{"a.yaml": ""}, paths: []string{"../"}, want: "is outside the repository"},
 		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: "must be relative"},
 		{name: "missing path", files: map[string]string{"a.yaml": ""}, paths: []string{"nope*"}, want: `path "nope*" does not exist`},
+		// A path whose matches are all files would otherwise yield no bundle
+		// and the caller would prune every Bundle of the GitRepo.
+		{name: "path is a file", files: map[string]string{"deploy/app.yaml": "kind: A\n"}, paths: []string{"deploy/app.yaml"},
+			want: `path "deploy/app.yaml" is a file; paths name directories`},
+		{name: "glob matches only files", files: map[string]string{"apps/a.yaml": "kind: A\n", "apps/b.yaml": "kind: B\n"}, paths: []string{"apps/*"},
+			want: `path "apps/*" matches no directory`},
+		{name: "one of several paths is a file", files: map[string]string{"app/fleet.yaml": "", "other.yaml": "kind: A\n"}, paths: []string{"app", "other.yaml"},
+			want: `path "other.yaml" is a file`},
 		{name: "nothing to deploy", files: map[string]string{"docs/README.md": ""}, want: "no fleet.yaml and no YAML manifests found"},
 		{name: "duplicate names", files: map[string]string{"a/fleet.yaml": "name: same\n", "b/fleet.yaml": "name: same\n"}, want: `both produce bundle "same"`},
 		{name: "bad regex", files: map[string]string{"fleet.yaml": ""}, opts: Options{HelmRepoURLRegex: "("}, want: "invalid helm repo URL regex"},
@@ -357,4 +365,57 @@ func FuzzFleetYAML(f *testing.F) {
 			t.Fatal("nil result without error")
 		}
 	})
+}
+
+// TestPathsGlobSkipsFiles: a glob that matches directories and files reads
+// the directories and skips the files, and the fleet.yaml override of
+// `fleet apply -f` goes to the first directory, not to a file before it.
+func TestPathsGlobSkipsFiles(t *testing.T) {
+	dir := writeRepo(t, map[string]string{
+		"apps/README.yaml": "kind: Doc\n",
+		"apps/web/cm.yaml": "kind: ConfigMap\n",
+	})
+	bs, err := Read(context.Background(), "repo", dir, []string{"apps/*"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bundleNames(bs); !reflect.DeepEqual(got, []string{"repo-apps-web"}) {
+		t.Errorf("bundles = %q, want [repo-apps-web]", got)
+	}
+	bs, err = Read(context.Background(), "repo", dir, []string{"apps/*"}, Options{FleetYAML: []byte("name: overridden\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bundleNames(bs); !reflect.DeepEqual(got, []string{"overridden"}) {
+		t.Errorf("bundles with a fleet.yaml override = %q, want [overridden]", got)
+	}
+}
+
+// TestFleetYAMLCannotSetContentsID: contentsId would make the bundle deploy
+// a stored Content named by id (possibly another tenant's) instead of the
+// repository's files; valuesHash is the manager's too. Both are dropped with
+// a warning.
+func TestFleetYAMLCannotSetContentsID(t *testing.T) {
+	dir := writeRepo(t, map[string]string{
+		"fleet.yaml": "contentsId: x\nvaluesHash: h\ndefaultNamespace: app\n",
+		"cm.yaml":    "kind: ConfigMap\n",
+	})
+	var warnings []string
+	b, err := readOne(t, dir, Options{Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.ContentsID != "" || b.Spec.ValuesHash != "" {
+		t.Errorf("contentsId %q valuesHash %q taken from fleet.yaml; want both empty", b.Spec.ContentsID, b.Spec.ValuesHash)
+	}
+	if b.Spec.DefaultNamespace != "app" || len(b.Spec.Resources) != 1 {
+		t.Errorf("other fields lost: %+v", b.Spec)
+	}
+	want := []string{
+		`fleet.yaml: key "contentsId" is internal (the bundle deploys the repository's files) and was ignored`,
+		`fleet.yaml: key "valuesHash" is internal (set by the manager) and was ignored`,
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings = %q\nwant %q", warnings, want)
+	}
 }
