@@ -6,6 +6,7 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -155,6 +156,13 @@ func applyOne(ctx context.Context, c client.Client, desired *fleet.Bundle) (outc
 		if err != nil {
 			return err
 		}
+		if want, have := origin(desired.Labels), origin(existing.Labels); want != "" && have != "" && want != have {
+			// Two origins produced the same bundle name (repo "a" path
+			// "b-c" and repo "a-b" path "c" both give "a-b-c"). Taking
+			// the bundle over would redeploy it with the wrong content,
+			// and the first origin's prune would later delete it.
+			return fmt.Errorf("%w: the Bundle exists and belongs to %s, not %s; give one of them another name (fleet.yaml name:)", ErrOwnedByOther, have, want)
+		}
 		annotations := maps.Clone(existing.Annotations)
 		if annotations == nil && len(desired.Annotations) > 0 {
 			annotations = map[string]string{}
@@ -175,6 +183,22 @@ func applyOne(ctx context.Context, c client.Client, desired *fleet.Bundle) (outc
 		return nil
 	})
 	return result, err
+}
+
+// ErrOwnedByOther: the bundle name is taken by a bundle of another GitRepo
+// or HelmOp. Apply leaves that bundle alone.
+var ErrOwnedByOther = errors.New("bundle name taken")
+
+// origin is the GitRepo or HelmOp label of a bundle ("key=value"), or ""
+// for a bundle of no known origin (fleet apply without labels), which any
+// origin may take over, as before.
+func origin(labels map[string]string) string {
+	for _, k := range []string{fleet.RepoLabel, fleet.HelmOpLabel} {
+		if v := labels[k]; v != "" {
+			return k + "=" + v
+		}
+	}
+	return ""
 }
 
 // sameSpec compares specs through their JSON form, so that numbers in Helm

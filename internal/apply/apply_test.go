@@ -3,6 +3,7 @@ package apply_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -285,5 +286,44 @@ func TestApplyManyInParallel(t *testing.T) {
 	}
 	if len(list.Items) != len(want)+1 {
 		t.Errorf("%d bundles stored, want %d written plus the stale one", len(list.Items), len(want))
+	}
+}
+
+// TestApplyRefusesAnotherOriginsBundle: two GitRepos (or a GitRepo and a
+// HelmOp) that produce the same bundle name do not take each other's
+// bundle over; the second gets an error naming the owner, the first's
+// bundle keeps its content and labels, and pruning by the second's
+// selector leaves it alone. An unlabelled bundle is still taken over.
+func TestApplyRefusesAnotherOriginsBundle(t *testing.T) {
+	ctx := context.Background()
+	mk := func(labels map[string]string, content string) []*fleet.Bundle {
+		return []*fleet.Bundle{{ObjectMeta: metav1.ObjectMeta{Name: "a-b-c", Labels: labels},
+			Spec: fleet.BundleSpec{Resources: []fleet.BundleResource{{Name: "x.yaml", Content: content}}}}}
+	}
+	first := map[string]string{fleet.RepoLabel: "a-b"}
+	if err := apply.Apply(ctx, up.Client, mk(first, "first\n"), apply.Options{Namespace: ns, PruneSelector: first}); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []map[string]string{{fleet.RepoLabel: "a"}, {fleet.HelmOpLabel: "a-b-c"}} {
+		err := apply.Apply(ctx, up.Client, mk(other, "second\n"), apply.Options{Namespace: ns, PruneSelector: other})
+		if !errors.Is(err, apply.ErrOwnedByOther) || !strings.Contains(err.Error(), fleet.RepoLabel+"=a-b") {
+			t.Errorf("%v: error %v, want one naming the owner", other, err)
+		}
+		b := &fleet.Bundle{}
+		if err := up.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-b-c"}, b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Labels[fleet.RepoLabel] != "a-b" || b.Spec.Resources[0].Content != "first\n" {
+			t.Errorf("%v took the bundle over: labels %v content %q", other, b.Labels, b.Spec.Resources[0].Content)
+		}
+	}
+
+	// A bundle applied without an origin label may be adopted.
+	if err := apply.Apply(ctx, up.Client, []*fleet.Bundle{{ObjectMeta: metav1.ObjectMeta{Name: "loose"}}}, apply.Options{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	adopt := map[string]string{fleet.RepoLabel: "adopter"}
+	if err := apply.Apply(ctx, up.Client, []*fleet.Bundle{{ObjectMeta: metav1.ObjectMeta{Name: "loose", Labels: adopt}}}, apply.Options{Namespace: ns, PruneSelector: adopt}); err != nil {
+		t.Errorf("adopting an unlabelled bundle: %v", err)
 	}
 }
