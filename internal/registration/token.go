@@ -27,6 +27,11 @@ const (
 	// tokenExpiryAnnotation on the values Secret records when the import
 	// token inside it ends, so it is refreshed in time (never logged).
 	tokenExpiryAnnotation = "fleet.cattle.io/token-expiration"
+	// tokenIssuedAnnotation records when that import token was requested:
+	// with the expiry it gives the lifetime the API server granted, which
+	// may be shorter than the one asked for
+	// (--service-account-max-token-expiration).
+	tokenIssuedAnnotation = "fleet.cattle.io/token-issued"
 	labelTokenNamespace   = "fleet.cattle.io/import-token-namespace"
 	// minTokenLifetime is the shortest lifetime kube-apiserver accepts.
 	minTokenLifetime = 10 * time.Minute
@@ -108,7 +113,8 @@ func (r *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // ensureValuesSecret writes the Secret named like the token, unless it holds
-// a token that is good for a while; it returns when to refresh it.
+// a token that is good for a while; it returns when to refresh it, which is
+// always in the future.
 func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.ClusterRegistrationToken, sa string, expires *metav1.Time) (time.Time, error) {
 	lifetime := r.Opts.InfiniteTokenLifetime
 	if expires != nil {
@@ -120,10 +126,9 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 	case err == nil:
 		if t, perr := time.Parse(time.RFC3339, existing.Annotations[tokenExpiryAnnotation]); perr == nil &&
 			existing.Type == fleet.SecretTypeClusterRegistrationValues && len(existing.Data["values"]) > 0 {
-			// Keep the values that were handed out as long as they work;
-			// refresh when less than half of a long lifetime is left.
-			refresh := t.Add(-lifetime / 2)
-			if expires != nil && !t.Before(expires.Time) || time.Now().Before(refresh) {
+			// Keep the values that were handed out as long as they work.
+			issued, _ := time.Parse(time.RFC3339, existing.Annotations[tokenIssuedAnnotation])
+			if refresh, keep := valuesRefresh(time.Now(), issued, t, expires, lifetime); keep {
 				return refresh, nil
 			}
 		}
@@ -131,19 +136,26 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 		return time.Time{}, err
 	}
 
-	seconds := int64(lifetime / time.Second)
+	// Ask for whole seconds, rounded up, so that a token asked to live as
+	// long as the registration token does not end just before it.
+	seconds := int64((lifetime + time.Second - 1) / time.Second)
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	issued := time.Now().Truncate(time.Second)
 	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: tok.Namespace}}, tr); err != nil {
 		return time.Time{}, fmt.Errorf("requesting import token: %w", err)
 	}
+	expiry := tr.Status.ExpirationTimestamp.Time
 	values, err := r.valuesYAML(tok, tr.Status.Token)
 	if err != nil {
 		return time.Time{}, err
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: tok.Name, Namespace: tok.Namespace,
-			Labels:          map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tok.Name},
-			Annotations:     map[string]string{tokenExpiryAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)},
+			Labels: map[string]string{fleet.ManagedLabel: "true", labelTokenOf: tok.Name},
+			Annotations: map[string]string{
+				tokenExpiryAnnotation: expiry.UTC().Format(time.RFC3339),
+				tokenIssuedAnnotation: issued.UTC().Format(time.RFC3339),
+			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: fleet.GroupVersion.String(), Kind: "ClusterRegistrationToken", Name: tok.Name, UID: tok.UID}}},
 		Type: fleet.SecretTypeClusterRegistrationValues,
 		Data: map[string][]byte{"values": values},
@@ -151,7 +163,46 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 	if err := apply(ctx, r.Client, secret); err != nil {
 		return time.Time{}, err
 	}
-	return tr.Status.ExpirationTimestamp.Add(-lifetime / 2), nil
+	return mintedRefresh(time.Now(), issued, expiry, expires, lifetime), nil
+}
+
+// valuesRefresh decides about the import token in a values Secret, issued
+// at issued (zero when the Secret does not say) and ending at expiry, of a
+// registration token ending at expires (nil: never); asked is the lifetime
+// the manager asks for now. It returns when to replace the import token,
+// and whether to keep it until then (false: replace it now).
+//
+// The import token is replaced halfway through the lifetime the API server
+// granted (which may be shorter than the one asked for), and never when it
+// outlives the registration token: then there is nothing to refresh before
+// the registration token ends, and the refresh time is that end.
+func valuesRefresh(now, issued, expiry time.Time, expires *metav1.Time, asked time.Duration) (refresh time.Time, keep bool) {
+	if !now.Before(expiry) {
+		return time.Time{}, false
+	}
+	if expires != nil && !expiry.Before(expires.Time) {
+		return expires.Time, true
+	}
+	if issued.IsZero() || !issued.Before(expiry) {
+		// A Secret written before the issue time was recorded: assume the
+		// lifetime asked for was granted, as the manager did then. If it
+		// was capped, the token is replaced once, by one that records it.
+		issued = expiry.Add(-asked)
+	}
+	refresh = issued.Add(expiry.Sub(issued) / 2)
+	return refresh, now.Before(refresh)
+}
+
+// mintedRefresh is when to refresh an import token minted just now (see
+// valuesRefresh). It is never earlier than half the shortest lifetime the
+// API server grants from now, so that a clock skew between the manager and
+// the API server cannot make it mint a token again right away.
+func mintedRefresh(now, issued, expiry time.Time, expires *metav1.Time, asked time.Duration) time.Time {
+	refresh, _ := valuesRefresh(now, issued, expiry, expires, asked)
+	if floor := now.Add(minTokenLifetime / 2); refresh.Before(floor) {
+		return floor
+	}
+	return refresh
 }
 
 // Values are the keys of the fleet-agent chart values a token hands out.
