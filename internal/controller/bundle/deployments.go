@@ -81,8 +81,13 @@ func ValuesHash(data []byte) string {
 // values Secret) when it differs from what the cache shows.
 func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manifestID string, p *target.Plan, cached *fleet.BundleDeployment) error {
 	bd := p.Deployment
-	if r.cacheBehind(client.ObjectKeyFromObject(bd), cached) {
+	if r.cacheBehind(client.ObjectKeyFromObject(bd), b.Namespace+"/"+b.Name, cached) {
 		return nil
+	}
+	if cached == nil {
+		if err := r.nameFree(ctx, b, bd); err != nil {
+			return err
+		}
 	}
 	bd.Labels = DeploymentLabels(b, p.Target.Cluster, manifestID)
 	bd.Spec.DependsOn = b.Spec.DependsOn
@@ -136,6 +141,37 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 	return srcErr
 }
 
+// nameFree checks, in the cache, that no other bundle's deployment holds
+// bd's name. A deployment is named after its bundle in the cluster's
+// namespace, so two bundles of one name in different workspaces that a
+// BundleNamespaceMapping brings to the same cluster would share it: the
+// second would overwrite the first's values Secret and then find its own
+// create refused as "already exists", forever Pending without a word.
+func (r *Reconciler) nameFree(ctx context.Context, b *fleet.Bundle, bd *fleet.BundleDeployment) error {
+	other := &fleet.BundleDeployment{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(bd), other)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return takenBy("BundleDeployment", other, b.Namespace, b.Name)
+}
+
+// takenBy is an error when obj (a deployment or its values Secret) is
+// labelled as another bundle's than ns/name; nil when it is that bundle's
+// or carries no bundle labels.
+func takenBy(what string, obj client.Object, ns, name string) error {
+	l := obj.GetLabels()
+	ons, oname := l[fleet.BundleNamespaceLabel], l[fleet.BundleLabel]
+	if (ons == "" && oname == "") || (ons == ns && oname == name) {
+		return nil
+	}
+	return fmt.Errorf("%s %s/%s belongs to bundle %s/%s, which has the same name: bundles that reach the same cluster need distinct names",
+		what, obj.GetNamespace(), obj.GetName(), ons, oname)
+}
+
 // cacheBehind reports whether the cache has not yet seen this reconciler's
 // last write of the deployment. A pass that runs while the informer lags
 // (a busy API server, a large rollout) would otherwise write again from the
@@ -144,12 +180,17 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 // half of the manager's writes. The event of the write it missed requeues
 // the bundle anyway. A write the cache never shows (the object was deleted
 // again before the informer caught up) stops counting after writeMemory.
-func (r *Reconciler) cacheBehind(key client.ObjectKey, cached *fleet.BundleDeployment) bool {
+func (r *Reconciler) cacheBehind(key client.ObjectKey, bundleKey string, cached *fleet.BundleDeployment) bool {
 	v, ok := r.written.Load(key)
 	if !ok {
 		return false
 	}
 	w := v.(writtenAt)
+	if w.Bundle != bundleKey {
+		// Another bundle of the same name wrote it (see nameFree): not a
+		// write of ours the cache has yet to show.
+		return false
+	}
 	if time.Since(w.At) < writeMemory {
 		if cached == nil && w.Created {
 			return true
@@ -173,6 +214,8 @@ type writtenAt struct {
 	Generation int64
 	// Created is set when the write was the deployment's creation.
 	Created bool
+	// Bundle is the writing bundle's namespace/name.
+	Bundle string
 	At      time.Time
 }
 
@@ -181,7 +224,8 @@ type writtenAt struct {
 // an agent that saw bd before the cache did (Options.Published).
 func (r *Reconciler) recordWrite(bd *fleet.BundleDeployment, created bool) {
 	key := client.ObjectKeyFromObject(bd)
-	r.written.Store(key, writtenAt{UID: bd.UID, Generation: bd.Generation, Created: created, At: time.Now()})
+	r.written.Store(key, writtenAt{UID: bd.UID, Generation: bd.Generation, Created: created, At: time.Now(),
+		Bundle: bd.Labels[fleet.BundleNamespaceLabel] + "/" + bd.Labels[fleet.BundleLabel]})
 	r.Opts.Published.Record(key, ContentsOf(bd))
 }
 
@@ -210,6 +254,12 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 	if cached == nil {
 		if err := r.Create(ctx, bd); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				live := &fleet.BundleDeployment{}
+				if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bd), live); gerr == nil {
+					if terr := takenBy("BundleDeployment", live, bd.Labels[fleet.BundleNamespaceLabel], bd.Labels[fleet.BundleLabel]); terr != nil {
+						return terr
+					}
+				}
 				return nil // the cache is behind; the create event requeues
 			}
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
@@ -295,6 +345,9 @@ func (r *Reconciler) writeValues(ctx context.Context, b *fleet.Bundle, bd *fleet
 	if apierrors.IsAlreadyExists(err) {
 		existing := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, key, existing); err != nil {
+			return "", err
+		}
+		if err := takenBy("values Secret", existing, b.Namespace, b.Name); err != nil {
 			return "", err
 		}
 		existing.Labels = lbls
