@@ -32,6 +32,11 @@ type Options struct {
 	// origin (e.g. repo-name); those not in the applied set are deleted.
 	// nil means no pruning.
 	PruneSelector map[string]string
+	// Reader reads the existing Bundles (default: the client). A sharded
+	// manager passes an uncached reader: its cache holds only its own
+	// shard's Bundles, and a GitRepo moved to it from another shard must
+	// find (and relabel) the Bundles it already has.
+	Reader client.Reader
 	// Parallel is how many bundles are written at once (default
 	// DefaultParallel). A repository of many paths then lands as one
 	// change, not one bundle per round trip.
@@ -68,6 +73,10 @@ func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bund
 		keep[client.ObjectKeyFromObject(desired[i])] = true
 	}
 	outcomes, errs := make([]outcome, len(desired)), make([]error, len(desired))
+	reader := opts.Reader
+	if reader == nil {
+		reader = c
+	}
 	width := opts.Parallel
 	if width <= 0 {
 		width = DefaultParallel
@@ -78,7 +87,7 @@ func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bund
 	g.SetLimit(width)
 	for i, d := range desired {
 		g.Go(func() error {
-			outcomes[i], errs[i] = applyOne(ctx, c, d)
+			outcomes[i], errs[i] = applyOne(ctx, c, reader, d)
 			return nil
 		})
 	}
@@ -107,7 +116,7 @@ func ApplyWithResult(ctx context.Context, c client.Client, bundles []*fleet.Bund
 		return res, nil
 	}
 	list := &fleet.BundleList{}
-	if err := c.List(ctx, list, client.InNamespace(opts.Namespace), client.MatchingLabels(opts.PruneSelector)); err != nil {
+	if err := reader.List(ctx, list, client.InNamespace(opts.Namespace), client.MatchingLabels(opts.PruneSelector)); err != nil {
 		return res, fmt.Errorf("listing bundles to prune: %w", err)
 	}
 	for i := range list.Items {
@@ -136,11 +145,11 @@ const (
 // get through; jitter spreads them apart.
 var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 2 * time.Second}
 
-func applyOne(ctx context.Context, c client.Client, desired *fleet.Bundle) (outcome, error) {
+func applyOne(ctx context.Context, c client.Client, reader client.Reader, desired *fleet.Bundle) (outcome, error) {
 	result := unchanged
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		existing := &fleet.Bundle{}
-		err := c.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		err := reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
 			obj := desired.DeepCopy()
 			obj.ResourceVersion = ""

@@ -234,6 +234,7 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 	if _, err := apply.ApplyWithResult(ctx, r.Client, []*fleet.Bundle{b}, apply.Options{
 		Namespace:     op.Namespace,
 		PruneSelector: map[string]string{fleet.HelmOpLabel: op.Name},
+		Reader:        r.APIReader,
 	}); err != nil {
 		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
 	}

@@ -144,3 +144,70 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 	}, wait, tick).Should(BeTrue())
 	g.Expect(up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: "bundle-b"}, &fleet.BundleDeployment{})).To(Succeed())
 }
+
+// TestMoveGitRepoBetweenShards: relabelling a GitRepo from shard "a" to
+// shard "b" hands its Bundle and BundleDeployments over at its next commit
+// without deleting anything on the way: the deployment keeps its UID (a
+// deleted and re-created one would make the agent uninstall and reinstall
+// the workload) and ends up labelled for shard b with the new commit's
+// content.
+func TestMoveGitRepoBetweenShards(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := upstream.Client
+	const ns = "shardmove"
+	clusterNS := names.ClusterNamespace(ns, "c1")
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "move"}}}
+	g.Expect(up.Create(ctx, c)).To(Succeed())
+	c.Status.Namespace = clusterNS
+	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
+
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "moving")
+	repo.Commit("master", map[string]string{"app/cm.yaml": configMap("app", "v1")})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	gr := &fleet.GitRepo{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mover", Labels: shardLabels("m1")},
+		Spec: fleet.GitRepoSpec{Repo: srv.URLFor(repo), Paths: []string{"app"}, PollingInterval: &metav1.Duration{Duration: time.Second},
+			Targets: []fleet.GitTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "move"}}}}},
+	}
+	g.Expect(up.Create(ctx, gr)).To(Succeed())
+	startManager(ctx, g, manager.Options{ShardID: "m1"})
+	startManager(ctx, g, manager.Options{ShardID: "m2"})
+
+	deployment := func(g Gomega) *fleet.BundleDeployment {
+		bundles := &fleet.BundleList{}
+		g.Expect(up.List(ctx, bundles, client.InNamespace(ns), client.MatchingLabels{fleet.RepoLabel: "mover"})).To(Succeed())
+		g.Expect(bundles.Items).To(HaveLen(1))
+		bd := &fleet.BundleDeployment{}
+		g.Expect(up.Get(ctx, client.ObjectKey{Namespace: clusterNS, Name: bundles.Items[0].Name}, bd)).To(Succeed())
+		return bd
+	}
+	var before *fleet.BundleDeployment
+	g.Eventually(func(g Gomega) {
+		before = deployment(g)
+		g.Expect(before.Labels).To(HaveKeyWithValue(fleet.ShardLabel, "m1"))
+	}, wait, tick).Should(Succeed())
+
+	g.Expect(up.Get(ctx, client.ObjectKeyFromObject(gr), gr)).To(Succeed())
+	gr.Labels = shardLabels("m2")
+	g.Expect(up.Update(ctx, gr)).To(Succeed())
+	commit := repo.Commit("master", map[string]string{"app/cm.yaml": configMap("app", "v2")})
+
+	g.Eventually(func(g Gomega) {
+		bd := deployment(g)
+		g.Expect(bd.UID).To(Equal(before.UID), "the deployment was deleted and created again")
+		g.Expect(bd.Labels).To(HaveKeyWithValue(fleet.ShardLabel, "m2"))
+		g.Expect(bd.Spec.DeploymentID).NotTo(Equal(before.Spec.DeploymentID))
+		r := &fleet.GitRepo{}
+		g.Expect(up.Get(ctx, client.ObjectKeyFromObject(gr), r)).To(Succeed())
+		g.Expect(r.Status.Commit).To(Equal(commit))
+	}, wait, tick).Should(Succeed())
+	// And it stays: neither shard removes it afterwards.
+	g.Consistently(func(g Gomega) {
+		g.Expect(deployment(g).UID).To(Equal(before.UID))
+	}, 5*time.Second, tick).Should(Succeed())
+}

@@ -254,13 +254,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 	if cached == nil {
 		if err := r.Create(ctx, bd); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				live := &fleet.BundleDeployment{}
-				if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bd), live); gerr == nil {
-					if terr := takenBy("BundleDeployment", live, bd.Labels[fleet.BundleNamespaceLabel], bd.Labels[fleet.BundleLabel]); terr != nil {
-						return terr
-					}
-				}
-				return nil // the cache is behind; the create event requeues
+				return r.adopt(ctx, bd)
 			}
 			return fmt.Errorf("creating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
 		}
@@ -273,6 +267,31 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 			return fmt.Errorf("BundleDeployment %s/%s changed meanwhile: %w", bd.Namespace, bd.Name, err)
 		}
 		return fmt.Errorf("updating BundleDeployment %s/%s: %w", bd.Namespace, bd.Name, err)
+	}
+	r.recordWrite(bd, false)
+	return nil
+}
+
+// adopt handles a create refused because the deployment exists although
+// this shard's cache does not show it. Usually the cache is behind, and
+// the create event requeues the bundle. When the deployment carries
+// another shard's label, its bundle has just moved to this shard: the
+// deployment is updated in place (labels and spec), keeping what the agent
+// deployed. Another bundle's deployment of the same name is an error.
+func (r *Reconciler) adopt(ctx context.Context, bd *fleet.BundleDeployment) error {
+	live := &fleet.BundleDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bd), live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if err := takenBy("BundleDeployment", live, bd.Labels[fleet.BundleNamespaceLabel], bd.Labels[fleet.BundleLabel]); err != nil {
+		return err
+	}
+	if live.Labels[fleet.ShardLabel] == bd.Labels[fleet.ShardLabel] {
+		return nil
+	}
+	bd.ResourceVersion = live.ResourceVersion
+	if err := r.Update(ctx, bd); err != nil {
+		return fmt.Errorf("adopting BundleDeployment %s/%s from shard %q: %w", bd.Namespace, bd.Name, live.Labels[fleet.ShardLabel], err)
 	}
 	r.recordWrite(bd, false)
 	return nil

@@ -55,6 +55,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	b := &fleet.Bundle{}
 	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
+			if moved, err := r.movedToOtherShard(ctx, rq.NamespacedName); moved || err != nil {
+				// Its new shard adopts the deployments (putDeployment).
+				return ctrl.Result{}, err
+			}
 			// Gone without our finalizer (or after it): nothing may stay.
 			_, err := r.deleteDeployments(ctx, rq.Namespace+"/"+rq.Name, nil)
 			return ctrl.Result{}, err
@@ -87,6 +91,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	}
 	res.RequeueAfter = sooner(res.RequeueAfter, statusWait)
 	return res, nil
+}
+
+// movedToOtherShard reports whether a Bundle this shard's cache no longer
+// has still exists with another shard's label: its GitRepo moved to another
+// shard, whose apply relabelled it. Its deployments must stay for that
+// shard to adopt; deleting them would make every agent uninstall the
+// workload and install it again.
+func (r *Reconciler) movedToOtherShard(ctx context.Context, key types.NamespacedName) (bool, error) {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(fleet.GroupVersion.WithKind("Bundle"))
+	if err := r.APIReader.Get(ctx, key, live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return live.GetLabels()[fleet.ShardLabel] != r.Opts.ShardID, nil
 }
 
 // sooner is the shorter of two requeue delays, 0 meaning none.

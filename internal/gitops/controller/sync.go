@@ -166,6 +166,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	if _, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
 		Namespace:     repo.Namespace,
 		PruneSelector: map[string]string{fleet.RepoLabel: repo.Name},
+		Reader:        r.APIReader,
 	}); err != nil {
 		return &syncError{reason: ReasonApplyFailed, err: fmt.Errorf("applying bundles of %s: %w", short(fetched), err)}
 	}
