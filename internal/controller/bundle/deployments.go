@@ -216,7 +216,7 @@ type writtenAt struct {
 	Created bool
 	// Bundle is the writing bundle's namespace/name.
 	Bundle string
-	At      time.Time
+	At     time.Time
 }
 
 // recordWrite remembers a write of bd for this reconciler's stale-cache
