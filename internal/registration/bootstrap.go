@@ -28,7 +28,8 @@ const (
 // (fleet-local) with Cluster "local" and ClusterGroup "default", so that a
 // single-cluster user needs no registration step. Cluster "local" is
 // imported from Secret local-cluster, whose kubeconfig uses a token of the
-// fleet-controller-bootstrap ServiceAccount, refreshed at every start.
+// fleet-controller-bootstrap ServiceAccount, refreshed at every start and
+// by an import of the local cluster after it ended.
 // Existing Cluster and ClusterGroup objects are left as the user made them.
 type Bootstrap struct {
 	reconcilerBase
@@ -70,19 +71,7 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	if ns == "" {
 		return nil
 	}
-	kubeconfig, err := b.localKubeconfig(ctx)
-	if err != nil {
-		return err
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: localKubeconfigSecret, Namespace: ns},
-		Data: map[string][]byte{
-			"value":        kubeconfig,
-			"apiServerURL": []byte(b.Config.Host),
-			"apiServerCA":  b.caData(),
-		},
-	}
-	if err := apply(ctx, b.Client, secret); err != nil {
+	if _, err := b.writeLocalKubeconfig(ctx); err != nil {
 		return err
 	}
 	cluster := &fleet.Cluster{
@@ -102,7 +91,45 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	return nil
 }
 
-func (b *Bootstrap) caData() []byte {
+// writeLocalKubeconfig writes Secret local-cluster in the bootstrap
+// namespace with a new token (see localKubeconfig) and returns it. The
+// token's expiry is in annotation tokenExpiryAnnotation, so that an import
+// of the local cluster after it requests a new one (isStaleLocalKubeconfig).
+func (b *reconcilerBase) writeLocalKubeconfig(ctx context.Context) (*corev1.Secret, error) {
+	kubeconfig, expiry, err := b.localKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: localKubeconfigSecret, Namespace: b.Opts.BootstrapNamespace,
+			Annotations: map[string]string{tokenExpiryAnnotation: expiry.UTC().Format(time.RFC3339)}},
+		Data: map[string][]byte{
+			"value":        kubeconfig,
+			"apiServerURL": []byte(b.Config.Host),
+			"apiServerCA":  b.caData(),
+		},
+	}
+	if err := apply(ctx, b.Client, secret); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+// isLocalKubeconfig says whether the kubeconfig Secret secretNS/name of
+// cluster is the one writeLocalKubeconfig writes for it.
+func (b *reconcilerBase) isLocalKubeconfig(cluster *fleet.Cluster, secretNS, name string) bool {
+	ns := b.Opts.BootstrapNamespace
+	return ns != "" && cluster.Namespace == ns && secretNS == ns && name == localKubeconfigSecret
+}
+
+// isStaleLocalKubeconfig says whether the token in Secret local-cluster has
+// ended or ends soon (or its end is not recorded), at now.
+func isStaleLocalKubeconfig(s *corev1.Secret, now time.Time) bool {
+	t, err := time.Parse(time.RFC3339, s.Annotations[tokenExpiryAnnotation])
+	return err != nil || t.Sub(now) < minTokenLifetime
+}
+
+func (b *reconcilerBase) caData() []byte {
 	if len(b.Config.CAData) > 0 {
 		return b.Config.CAData
 	}
@@ -115,28 +142,30 @@ func (b *Bootstrap) caData() []byte {
 }
 
 // localKubeconfig is a kubeconfig for this cluster with a token of the
-// bootstrap ServiceAccount (cluster-admin, as the agent install needs).
-func (b *Bootstrap) localKubeconfig(ctx context.Context) ([]byte, error) {
+// bootstrap ServiceAccount (cluster-admin, as the agent install needs),
+// and when that token ends.
+func (b *reconcilerBase) localKubeconfig(ctx context.Context) ([]byte, time.Time, error) {
 	sysNS := b.Opts.SystemNamespace
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA, Namespace: sysNS}}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: bootstrapSA, Namespace: sysNS}}}
 	if err := apply(ctx, b.Client, sa); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if err := apply(ctx, b.Client, crb); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	seconds := int64(b.Opts.ImportTokenTTL / time.Second)
 	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	if err := b.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA, Namespace: sysNS}}, tr); err != nil {
-		return nil, fmt.Errorf("requesting bootstrap token: %w", err)
+		return nil, time.Time{}, fmt.Errorf("requesting bootstrap token: %w", err)
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: b.Config.Host, CertificateAuthorityData: b.caData()}
 	kc.AuthInfos["local"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local"}
 	kc.CurrentContext = "local"
-	return clientcmd.Write(*kc)
+	out, err := clientcmd.Write(*kc)
+	return out, tr.Status.ExpirationTimestamp.Time, err
 }

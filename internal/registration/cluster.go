@@ -52,6 +52,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	deleting, err := finalizer.Handle(ctx, r.Client, cluster, clusterFinalizer, func(ctx context.Context) error {
 		return r.cleanupCluster(ctx, cluster)
 	})
+	if errors.Is(err, errRegistrationsLeft) {
+		return ctrl.Result{RequeueAfter: jitter(time.Second)}, nil
+	}
 	if deleting || err != nil {
 		return ctrl.Result{}, err
 	}
@@ -122,25 +125,47 @@ func clusterNamespace(cluster *fleet.Cluster) *corev1.Namespace {
 	}}
 }
 
+// errRegistrationsLeft means a deleted Cluster's registrations are being
+// deleted, but not gone yet: its clean-up waits for them.
+var errRegistrationsLeft = errors.New("waiting for the cluster's registrations to be deleted")
+
+// registrationOf says whether reg belongs to cluster: it was granted for
+// it, or it is not granted yet and asks for the cluster's clientID (it
+// would find, or create, this Cluster).
+func registrationOf(reg *fleet.ClusterRegistration, cluster *fleet.Cluster) bool {
+	if reg.Status.ClusterName != "" {
+		return reg.Status.ClusterName == cluster.Name
+	}
+	return cluster.Spec.ClientID != "" && reg.Spec.ClientID == cluster.Spec.ClientID
+}
+
 // cleanupCluster revokes every credential of a deleted Cluster (its agent
-// gets 401 from then on), deletes its import token and its namespace.
+// gets 401 from then on), deletes its registrations, its import token and
+// its namespace. It keeps the Cluster (its finalizer) until the manager no
+// longer sees any of its registrations: a registration waiting for the
+// Cluster would otherwise create it again once it is gone.
 func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.Cluster) error {
 	regs := &RegistrationReconciler{reconcilerBase: r.reconcilerBase}
 	var list fleet.ClusterRegistrationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(cluster.Namespace)); err != nil {
 		return err
 	}
+	left := false
 	for i := range list.Items {
 		reg := &list.Items[i]
-		if reg.Status.ClusterName != cluster.Name {
+		if !registrationOf(reg, cluster) {
 			continue
 		}
+		left = true
 		if err := regs.revoke(ctx, reg); err != nil {
 			return err
 		}
 		if err := deleteIfExists(ctx, r.Client, reg); err != nil {
 			return err
 		}
+	}
+	if left {
+		return errRegistrationsLeft
 	}
 	// Sweep by label too, in case a registration object was removed by hand.
 	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)

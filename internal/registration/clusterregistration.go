@@ -364,20 +364,25 @@ func (r *RegistrationReconciler) findOrCreateCluster(ctx context.Context, reg *f
 	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterClientIDIndex: reg.Spec.ClientID}); err != nil {
 		return nil, err
 	}
-	var other string
+	var other, deleted string
 	var found *fleet.Cluster
 	for i := range list.Items {
 		c := &list.Items[i]
-		if c.Namespace != reg.Namespace {
+		switch {
+		case c.Namespace != reg.Namespace:
 			other = c.Namespace
-			continue
-		}
-		if found == nil || c.CreationTimestamp.Before(&found.CreationTimestamp) {
+		case !c.DeletionTimestamp.IsZero():
+			// Its clean-up deletes this registration too.
+			deleted = c.Name
+		case found == nil || c.CreationTimestamp.Before(&found.CreationTimestamp):
 			found = c
 		}
 	}
 	if found != nil {
 		return found, nil
+	}
+	if deleted != "" {
+		return nil, fmt.Errorf("cluster %s is being deleted", deleted)
 	}
 	if other != "" {
 		return nil, &refusal{ReasonOtherWorkspace, fmt.Sprintf("clientID is already used by a cluster in namespace %s; a cluster cannot move between workspaces by registering", other)}
@@ -428,7 +433,7 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == reg.UID || reg.CreationTimestamp.Before(&o.CreationTimestamp) {
+		if !supersedes(reg, o) {
 			continue
 		}
 		if err := deleteIfExists(ctx, r.Client, o); err != nil {
@@ -436,6 +441,21 @@ func (r *RegistrationReconciler) deleteOlder(ctx context.Context, reg *fleet.Clu
 		}
 	}
 	return nil
+}
+
+// supersedes says whether reg replaces o, another registration of its
+// clientID: o is older. creationTimestamp has a resolution of one second,
+// so two registrations of the same second are ordered by name: a total
+// order, so that two registrations granted concurrently never delete each
+// other (and so revoke both credentials).
+func supersedes(reg, o *fleet.ClusterRegistration) bool {
+	if o.UID == reg.UID {
+		return false
+	}
+	if !reg.CreationTimestamp.Equal(&o.CreationTimestamp) {
+		return o.CreationTimestamp.Before(&reg.CreationTimestamp)
+	}
+	return o.Name < reg.Name
 }
 
 // afterGrant runs at the agent's first check-in after the grant (or
@@ -501,18 +521,44 @@ func (r *RegistrationReconciler) revoke(ctx context.Context, reg *fleet.ClusterR
 	if err := r.deleteHandover(ctx, reg, true); err != nil {
 		return err
 	}
-	if reg.Status.ClusterName == "" {
-		return nil
+	clusters, err := r.grantedClusters(ctx, reg)
+	if err != nil {
+		return err
 	}
-	g := r.grantOf(reg, reg.Status.ClusterName)
-	// Whatever mode made the credential, remove all of it.
-	g.ContentRBAC, g.NoWorkspaceGrant = true, false
-	for _, o := range g.objects() {
-		if err := deleteIfExists(ctx, r.Client, o); err != nil {
-			return err
+	for _, cluster := range clusters {
+		g := r.grantOf(reg, cluster)
+		// Whatever mode made the credential, remove all of it.
+		g.ContentRBAC, g.NoWorkspaceGrant = true, false
+		for _, o := range g.objects() {
+			if err := deleteIfExists(ctx, r.Client, o); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// grantedClusters are the Clusters reg may hold a credential for: the one
+// its status names, or, when it is not marked granted, those of its
+// clientID in its namespace. The grant writes the credential before it
+// marks the registration; when that status write failed, the credential
+// exists all the same.
+func (r *RegistrationReconciler) grantedClusters(ctx context.Context, reg *fleet.ClusterRegistration) ([]string, error) {
+	if reg.Status.ClusterName != "" {
+		return []string{reg.Status.ClusterName}, nil
+	}
+	if reg.Spec.ClientID == "" {
+		return nil, nil
+	}
+	var list fleet.ClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingFields{clusterClientIDIndex: reg.Spec.ClientID}); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(list.Items))
+	for _, c := range list.Items {
+		out = append(out, c.Name)
+	}
+	return out, nil
 }
 
 // setCond sets one condition, keeping LastTransitionTime when the status

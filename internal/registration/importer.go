@@ -112,6 +112,15 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 		}
 		return ctrl.Result{}, err
 	}
+	if r.isLocalKubeconfig(cluster, secretNS, cluster.Spec.KubeConfigSecret) && isStaleLocalKubeconfig(kcSecret, time.Now()) {
+		// The token written at start-up lasts ImportTokenTTL; a redeploy
+		// of the local agent later needs a new one.
+		fresh, err := r.writeLocalKubeconfig(ctx)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("refreshing the local cluster's kubeconfig: %w", err)
+		}
+		kcSecret = fresh
+	}
 	cfg, err := importRESTConfig(kcSecret.Data["value"])
 	if err != nil {
 		return ctrl.Result{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}

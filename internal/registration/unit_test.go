@@ -9,6 +9,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -241,5 +242,41 @@ func TestImportRESTConfig(t *testing.T) {
 				t.Errorf("the error quotes a path or the document: %v", err)
 			}
 		})
+	}
+}
+
+// TestSupersedes: of two registrations of one clientID, exactly one
+// replaces the other, even when both were created in the same second (the
+// resolution of creationTimestamp): granted concurrently, they must not
+// revoke each other.
+func TestSupersedes(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	reg := func(name string, created time.Time) *fleet.ClusterRegistration {
+		return &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(created)}}
+	}
+	cases := []struct {
+		name     string
+		a, b     *fleet.ClusterRegistration
+		aReplace bool
+	}{
+		{"newer replaces older", reg("request-b", at.Add(time.Second)), reg("request-a", at), true},
+		{"older does not replace newer", reg("request-a", at), reg("request-b", at.Add(time.Second)), false},
+		{"same second: the later name replaces", reg("request-b", at), reg("request-a", at), true},
+		{"same second: the earlier name does not", reg("request-a", at), reg("request-b", at), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := supersedes(tc.a, tc.b); got != tc.aReplace {
+				t.Errorf("supersedes(%s, %s) = %v, want %v", tc.a.Name, tc.b.Name, got, tc.aReplace)
+			}
+			if got := supersedes(tc.b, tc.a); got == tc.aReplace {
+				t.Errorf("supersedes(%s, %s) = %v, want %v", tc.b.Name, tc.a.Name, got, !tc.aReplace)
+			}
+		})
+	}
+	self := reg("request-a", at)
+	if supersedes(self, self) {
+		t.Error("a registration replaces itself")
 	}
 }

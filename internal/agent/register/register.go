@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -239,8 +240,60 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	if err == nil || errors.Is(err, ErrRefused) {
 		// The request is done with: the next one is a new request.
 		forgetHandover(opts.ClientRandom)
+		forgetRequest(opts.ClientRandom)
 	}
 	return cred, err
+}
+
+// Requests this process filed, per clientRandom: sent holds the values
+// whose registration this process has tried to create (a create that
+// timed out may have succeeded), renamed the caller's value (Options.
+// ClientRandom) replaced by a new one because another request held its
+// name (see requestRandom).
+var sent, renamed sync.Map
+
+// requestRandom is the random value of the request for the caller's
+// value random (itself, unless its name was taken by another request).
+func requestRandom(random string) string {
+	if r, ok := renamed.Load(random); ok {
+		return r.(string)
+	}
+	return random
+}
+
+// forgetRequest drops what this process recorded about the request of
+// the caller's value random once it is done with.
+func forgetRequest(random string) {
+	sent.Delete(requestRandom(random))
+	renamed.Delete(random)
+}
+
+// createRequest creates reg, the request of the caller's value random.
+// AlreadyExists is an earlier attempt's request, which still counts, when
+// this process sent one for the value; otherwise another agent's request
+// holds the name (a hash of 40 bits) and this one would wait for, and be
+// handed, that agent's credential. The registration token may not read
+// registrations, so that is all the agent can tell: the request takes a
+// new random value, and so a new name, which later attempts of the
+// caller's value continue.
+func createRequest(ctx context.Context, up client.Client, reg *fleet.ClusterRegistration, random string) error {
+	for range 3 {
+		_, sentBefore := sent.LoadOrStore(reg.Spec.ClientRandom, struct{}{})
+		err := up.Create(ctx, reg)
+		switch {
+		case err == nil || apierrors.IsAlreadyExists(err) && sentBefore:
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return err
+		}
+		sent.Delete(reg.Spec.ClientRandom)
+		log.FromContext(ctx).Info("the registration name is taken by another agent's request; filing this one under a new name", "registration", reg.Name)
+		next := NewClientRandom()
+		renamed.Store(random, next)
+		reg.Spec.ClientRandom = next
+		reg.Name = registrationName(reg.Spec.ClientID, next)
+	}
+	return fmt.Errorf("registration names in %s are taken by other agents' requests", reg.Namespace)
 }
 
 func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) (*Credential, error) {
@@ -268,10 +321,10 @@ func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	if pod := os.Getenv("POD_NAME"); pod != "" {
 		labels[fleet.CreatedByAgentPodLabel] = pod
 	}
-	random := opts.ClientRandom
-	if random == "" {
-		random = NewClientRandom()
+	if opts.ClientRandom == "" {
+		opts.ClientRandom = NewClientRandom()
 	}
+	random := requestRandom(opts.ClientRandom)
 	reg := &fleet.ClusterRegistration{
 		ObjectMeta: metav1.ObjectMeta{Name: registrationName(clientID, random), Namespace: b.ClusterNamespace,
 			Labels: map[string]string{fleet.RegistrationTokenLabel: b.TokenName}},
@@ -283,7 +336,7 @@ func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	}
 	// Ask for the hand-over through the content API only when the manager
 	// serves it; otherwise (or with Rancher Fleet's manager) a Secret.
-	offered, err := api.chooseHandover(ctx, random)
+	offered, err := api.chooseHandover(ctx, opts.ClientRandom)
 	if err != nil {
 		return nil, fmt.Errorf("asking the manager's API server which credential hand-over it offers: %w", err)
 	}
@@ -302,13 +355,13 @@ func register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 		}
 		reg.Annotations[contentapi.ClusterStatusAnnotation] = contentapi.ClusterStatusContentAPI
 	}
-	if err := up.Create(ctx, reg); err != nil && !apierrors.IsAlreadyExists(err) {
-		// AlreadyExists: an earlier attempt's request, which still counts.
+	if err := createRequest(ctx, up, reg, opts.ClientRandom); err != nil {
 		if apierrors.IsUnauthorized(err) {
 			return nil, fmt.Errorf("registration token %q refused by the manager (expired or deleted): %w", b.TokenName, ErrRefused)
 		}
 		return nil, fmt.Errorf("creating cluster registration in %s: %w", b.ClusterNamespace, err)
 	}
+	random = reg.Spec.ClientRandom
 	l.Info("waiting for the registration to be granted", "registration", reg.Name, "workspace", b.ClusterNamespace)
 	deadline := time.Now().Add(opts.Timeout)
 	var (
