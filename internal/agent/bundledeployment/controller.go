@@ -76,6 +76,50 @@ type Reconciler struct {
 	mu       sync.Mutex
 	applied  map[types.NamespacedName]*appliedState
 	failures map[types.NamespacedName]*failure
+
+	// locks serialize what is done for one BundleDeployment: its
+	// reconcile and the garbage collection of its releases (see lock).
+	locks keyLocks
+}
+
+// keyLocks is one mutex per key, kept only while someone holds or waits
+// for it.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes the lock of key's BundleDeployment and returns its release.
+// The reconciler never runs two reconciles of one key at once; this also
+// keeps the garbage collector from removing a release while a reconcile
+// of its BundleDeployment deploys it.
+func (r *Reconciler) lock(key types.NamespacedName) func() {
+	k := &r.locks
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[types.NamespacedName]*keyLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyLock{}
+		k.m[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
 }
 
 // appliedState is what the agent knows of a deployed BundleDeployment, so
@@ -185,6 +229,7 @@ func jitter(d time.Duration) time.Duration {
 // Reconcile deploys when needed, then evaluates and reports status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	defer r.lock(req.NamespacedName)()
 	bd := &fleet.BundleDeployment{}
 	if err := r.client.Get(ctx, req.NamespacedName, bd); err != nil {
 		if apierrors.IsNotFound(err) {

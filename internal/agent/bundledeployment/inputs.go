@@ -208,8 +208,13 @@ func (c *collector) Start(ctx context.Context) error {
 	}
 }
 
-// collect removes orphaned releases. Only a NotFound from a direct GET
-// upstream counts as gone: an unreachable manager never deletes anything.
+// collect removes orphaned releases: those whose BundleDeployment is gone,
+// and those their BundleDeployment no longer claims (its helm.releaseName
+// or namespace changed) once it is deployed under the release it claims
+// now. Only a NotFound from a direct GET upstream counts as gone: an
+// unreachable manager never deletes anything. Each release is handled
+// under its BundleDeployment's lock, so that no deploy of it runs
+// meanwhile.
 func (r *Reconciler) collect(ctx context.Context) error {
 	refs, err := r.deployer.Releases(ctx)
 	if err != nil {
@@ -220,15 +225,54 @@ func (r *Reconciler) collect(ctx context.Context) error {
 			continue
 		}
 		key := types.NamespacedName{Namespace: r.opts.ClusterNamespace, Name: ref.BundleDeployment}
-		err := r.apiReader.Get(ctx, key, &fleet.BundleDeployment{})
-		if !apierrors.IsNotFound(err) {
-			continue
-		}
-		if err := r.cleanup(ctx, key); err != nil {
+		if err := r.collectRelease(ctx, key, ref); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (r *Reconciler) collectRelease(ctx context.Context, key types.NamespacedName, ref deployer.ReleaseRef) error {
+	unlock := r.lock(key)
+	defer unlock()
+	bd := &fleet.BundleDeployment{}
+	err := r.apiReader.Get(ctx, key, bd)
+	if apierrors.IsNotFound(err) {
+		return r.cleanup(ctx, key)
+	}
+	if err != nil || !r.supersedes(bd, ref) {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("removing release its bundledeployment no longer claims",
+		"bundledeployment", key.Name, "release", ref.Namespace+"/"+ref.Name)
+	// The namespace is left alone: the BundleDeployment may deploy into
+	// it still, and moving a release is no deletion of the bundle.
+	return r.deployer.Uninstall(ctx, deployer.UninstallInput{
+		ReleaseName: ref.Name, Namespace: ref.Namespace, KeepResources: ref.KeepResources,
+	})
+}
+
+// supersedes reports whether bd, which exists, has replaced the release ref
+// it labels: bd claims another release (helm.releaseName or namespace
+// changed), and this agent has deployed bd's current deploymentID as that
+// release. Until then (a deploy failing, paused, an agent that has not
+// reconciled bd since it started) the old release stays.
+func (r *Reconciler) supersedes(bd *fleet.BundleDeployment, ref deployer.ReleaseRef) bool {
+	if bd.Name != ref.BundleDeployment || bd.DeletionTimestamp != nil || bd.Spec.Paused {
+		return false
+	}
+	ns, name := deployer.ReleaseNamespace(bd.Spec.Options), deployer.ReleaseName(bd.Name, bd.Spec.Options)
+	if ref.Namespace == ns && ref.Name == name {
+		return false
+	}
+	st := r.state(client.ObjectKeyFromObject(bd))
+	if st == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return st.deploymentID == bd.Spec.DeploymentID && st.release != nil &&
+		st.release.Namespace == ns && st.release.Name == name
 }
 
 // RetryFreshContent runs get, the read of a Content a BundleDeployment has

@@ -189,3 +189,41 @@ func TestTimeoutAndAtomic(t *testing.T) {
 	})
 	deleteBD(t, "atomic") // stop the retries
 }
+
+// Values read from a downstream Secret (valuesFrom) never reach the
+// status: here the chart's values schema refuses the password, and Helm's
+// message would quote it.
+func TestSecretValuesNotInStatus(t *testing.T) {
+	ctx := context.Background()
+	const secretValue = "hunter2-not-digits"
+	must(t, down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "redact-src"}}))
+	must(t, down.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "app-secrets", Namespace: "redact-src"},
+		StringData: map[string]string{"values.yaml": "password: " + secretValue + "\n"},
+	}))
+	files := map[string]string{
+		".chart/cccccccccccc/sv/Chart.yaml":         "apiVersion: v2\nname: sv\nversion: 0.1.0\n",
+		".chart/cccccccccccc/sv/values.schema.json": `{"type":"object","properties":{"password":{"type":"string","pattern":"^[0-9]+$"}}}`,
+		".chart/cccccccccccc/sv/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sv\ndata:\n  set: \"yes\"\n",
+	}
+	put(t, bundle{name: "sv", files: files, opts: fleet.BundleDeploymentOptions{
+		DefaultNamespace: "sv-ns",
+		Helm: &fleet.HelmOptions{
+			Chart:      ".chart/cccccccccccc/sv",
+			ValuesFrom: []fleet.ValuesFrom{{SecretKeyRef: &fleet.SecretKeySelector{Name: "app-secrets", Namespace: "redact-src"}}},
+		},
+	}})
+	eventually(t, "ErrApplied for the schema, without the value", func() error {
+		bd := getBD(t, "sv")
+		c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+		if bundledeployment.State(bd) != fleet.ErrApplied || c == nil || !strings.Contains(c.Message, "pattern") {
+			return fmt.Errorf("status %+v", bd.Status)
+		}
+		for _, cond := range bd.Status.Conditions {
+			if strings.Contains(cond.Message, secretValue) {
+				t.Fatalf("condition %s quotes the Secret's value: %q", cond.Type, cond.Message)
+			}
+		}
+		return nil
+	})
+}

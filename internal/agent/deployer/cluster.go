@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,47 +139,114 @@ func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstruct
 func ptrTrue() *bool { b := true; return &b }
 
 // values merges valuesFrom (read downstream, in order) under helm.values.
-func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOptions) (map[string]any, error) {
+// It also returns the strings that came from Secrets, which no message may
+// quote (see redactValues).
+func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOptions) (map[string]any, []string, error) {
 	out := map[string]any{}
+	var secret []string
 	for _, vf := range h.ValuesFrom {
 		var raw string
+		fromSecret := false
 		switch {
 		case vf.ConfigMapKeyRef != nil:
 			ref := vf.ConfigMapKeyRef
 			cm, err := d.core.ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
-				return nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
+				return nil, nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
 			}
 			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
 			s, err := d.core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
-				return nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
+				return nil, nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
 			}
 			raw = string(s.Data[orDefault(ref.Key, "values.yaml")])
+			fromSecret = true
 		default:
 			continue
 		}
 		m := map[string]any{}
 		if err := yaml.Unmarshal([]byte(raw), &m); err != nil {
-			return nil, fmt.Errorf("%w: valuesFrom: invalid YAML: %v", ErrRender, err)
+			if fromSecret {
+				// The parser's message may quote the Secret's content.
+				return nil, nil, fmt.Errorf("%w: valuesFrom secret %s: key %q is not valid YAML", ErrRender, vf.SecretKeyRef.Name, orDefault(vf.SecretKeyRef.Key, "values.yaml"))
+			}
+			return nil, nil, fmt.Errorf("%w: valuesFrom: invalid YAML: %v", ErrRender, err)
+		}
+		if fromSecret {
+			secret = appendStrings(secret, m)
 		}
 		out = mergeValues(out, m)
 	}
 	if h.Values != nil && h.Values.Data != nil {
 		b, err := json.Marshal(h.Values.Data)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m := map[string]any{}
 		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = mergeValues(out, m)
 	}
-	return out, nil
+	return out, secret, nil
 }
+
+// minRedacted is the shortest Secret value redactValues masks: shorter
+// ones ("true", "1") are not secrets and would garble every message.
+const minRedacted = 4
+
+// appendStrings adds the string leaves of v (maps, lists) to out.
+func appendStrings(out []string, v any) []string {
+	switch t := v.(type) {
+	case string:
+		if len(t) >= minRedacted {
+			out = append(out, t)
+		}
+	case map[string]any:
+		for _, e := range t {
+			out = appendStrings(out, e)
+		}
+	case []any:
+		for _, e := range t {
+			out = appendStrings(out, e)
+		}
+	}
+	return out
+}
+
+// redactValues masks, in err's message, every string that came from a
+// valuesFrom Secret. Helm's messages may quote values: a values schema's
+// pattern or format error ("at '/password': 'x' does not match pattern"),
+// a template's fail or required. The message reaches the
+// BundleDeployment's status, the Bundle's and the agent's log. errors.Is
+// and errors.As still see err.
+func redactValues(err error, secret []string) error {
+	if err == nil || len(secret) == 0 {
+		return err
+	}
+	msg := err.Error()
+	// Longest first, so that a value containing another is masked whole.
+	sorted := slices.Clone(secret)
+	slices.SortFunc(sorted, func(a, b string) int { return len(b) - len(a) })
+	masked := msg
+	for _, s := range sorted {
+		masked = strings.ReplaceAll(masked, s, "(redacted)")
+	}
+	if masked == msg {
+		return err
+	}
+	return &redactedError{err: err, msg: masked}
+}
+
+type redactedError struct {
+	err error
+	msg string
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 func orDefault(s, def string) string {
 	if s == "" {
@@ -209,8 +278,10 @@ type UninstallInput struct {
 	ReleaseName, Namespace, ServiceAccount string
 	// KeepResources removes only the release history, leaving the objects.
 	KeepResources bool
-	// DeleteNamespace deletes the release namespace afterwards (never a
-	// system namespace).
+	// DeleteNamespace deletes the release namespace afterwards, unless
+	// KeepResources (deleting it would delete the objects just kept), it
+	// is a system namespace or the agent's own, or another Helm release
+	// is still stored in it.
 	DeleteNamespace bool
 }
 
@@ -234,19 +305,44 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 		}
 	}
 	d.deployed.forget(releaseKey(in.Namespace, in.ReleaseName))
-	if in.DeleteNamespace && !systemNamespace(in.Namespace) {
-		// The next deploy into it must not trust an old check.
-		d.namespaces.clear()
-		err := d.core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	if !in.DeleteNamespace || in.KeepResources || d.protectedNamespace(in.Namespace) {
+		return nil
+	}
+	others, err := d.otherReleases(ctx, in.Namespace, in.ReleaseName)
+	if err != nil || others {
+		// Not knowing is not "empty": the namespace stays.
+		return err
+	}
+	// The next deploy into it must not trust an old check.
+	d.namespaces.clear()
+	err = d.core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
 	return nil
 }
 
-func systemNamespace(ns string) bool {
-	return ns == "default" || strings.HasPrefix(ns, "kube-") || ns == fleet.DefaultSystemNamespace
+// protectedNamespace is a namespace deleteNamespace never deletes: default,
+// kube-*, Fleet's system namespace and the agent's own.
+func (d *Deployer) protectedNamespace(ns string) bool {
+	return ns == "default" || strings.HasPrefix(ns, "kube-") || ns == fleet.DefaultSystemNamespace ||
+		ns == d.agentNamespace
+}
+
+// otherReleases reports whether ns still stores a Helm release other than
+// release (this agent's or anyone's): deleting the namespace would delete
+// what it deployed.
+func (d *Deployer) otherReleases(ctx context.Context, ns, release string) (bool, error) {
+	list, err := d.core.Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return false, fmt.Errorf("listing Helm releases in namespace %s before deleting it: %w", ns, err)
+	}
+	for _, s := range list.Items {
+		if s.Labels["name"] != release {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // ReleaseRef is one release the agent deployed, found from its storage
@@ -260,7 +356,10 @@ type ReleaseRef struct {
 }
 
 // Releases lists this agent's releases with a single label-selected list of
-// Helm's storage Secrets (no decoding of release payloads).
+// Helm's storage Secrets (no decoding of release payloads). Each release is
+// described by its latest revision (the highest version, compared as a
+// number: the API server lists v10 before v2): its flags are what the
+// BundleDeployment last asked for, whatever older revisions say.
 func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 	list, err := d.core.Secrets("").List(ctx, metav1.ListOptions{
 		LabelSelector: "owner=helm," + StorageAgentNamespaceLbl + "=" + d.agentNamespace,
@@ -268,14 +367,34 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var out []ReleaseRef
-	for _, s := range list.Items {
-		key := s.Namespace + "/" + s.Labels["name"]
-		if seen[key] || s.Labels["name"] == "" {
+	type latest struct {
+		version int
+		secret  *corev1.Secret
+	}
+	byKey := map[string]latest{}
+	var keys []string
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Labels["name"] == "" {
 			continue
 		}
-		seen[key] = true
+		// A revision without a readable version counts as the oldest.
+		v, err := strconv.Atoi(s.Labels["version"])
+		if err != nil {
+			v = -1
+		}
+		key := s.Namespace + "/" + s.Labels["name"]
+		cur, ok := byKey[key]
+		if !ok {
+			keys = append(keys, key)
+		}
+		if !ok || v > cur.version {
+			byKey[key] = latest{version: v, secret: s}
+		}
+	}
+	out := make([]ReleaseRef, 0, len(keys))
+	for _, key := range keys {
+		s := byKey[key].secret
 		out = append(out, ReleaseRef{
 			Name: s.Labels["name"], Namespace: s.Namespace,
 			BundleDeployment: s.Labels[StorageBundleIDLabel],

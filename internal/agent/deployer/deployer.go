@@ -270,10 +270,11 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err != nil {
 		return nil, err
 	}
-	values, err := d.values(ctx, ns, helm)
+	values, secret, err := d.values(ctx, ns, helm)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { err = redactValues(err, secret) }()
 	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
 		return nil, err
@@ -390,7 +391,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	} else {
 		u := action.NewUpgrade(ac)
 		u.Namespace = ns
-		u.TakeOwnership = true
+		// As at install: an object new to the release that exists
+		// without this release's ownership (another release's, or
+		// nobody's) is adopted only with helm.takeOwnership. Objects
+		// the agent itself applied for this release (CRDs created
+		// first, an upgrade interrupted before it was recorded) already
+		// carry its ownership metadata, which Helm accepts.
+		u.TakeOwnership = helm.TakeOwnership
 		u.ForceReplace = helm.Force || (opts.CorrectDrift != nil && opts.CorrectDrift.Force)
 		u.ServerSideApply, u.ForceConflicts = "true", true
 		if u.ForceReplace {

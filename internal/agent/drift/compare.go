@@ -32,14 +32,21 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 		return false, "", err
 	}
 	d = desiredFields(d)
-	for _, p := range ignoredPaths(desired, patches) {
+	ignored := ignoredPaths(desired, patches)
+	for _, p := range ignored {
 		removePointer(d, p)
 		removePointer(l, p)
 	}
-	if subset(d, l) {
+	if normalizeDesired(desired.GroupVersionKind(), d) {
+		// stringData keys are now in data, where a pointer may name them.
+		for _, p := range ignored {
+			removePointer(d, p)
+		}
+	}
+	if subset(d, l, nil) {
 		return false, "", nil
 	}
-	proj := project(d, l)
+	proj := project(d, l, nil)
 	pj, err := json.Marshal(proj)
 	if err != nil {
 		return false, "", err
@@ -51,6 +58,12 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 	mp, err := jsonpatch.CreateMergePatch(pj, dj)
 	if err != nil {
 		return true, "", err
+	}
+	if desired.GetKind() == "Secret" {
+		// Never a Secret's values in status: the key names, a placeholder.
+		if mp, err = redactSecretPatch(mp); err != nil {
+			return true, "", err
+		}
 	}
 	return true, string(mp), nil
 }
@@ -163,8 +176,9 @@ func isEmpty(v any) bool {
 	return false
 }
 
-// subset reports whether every field set in d has the same value in l.
-func subset(d, l any) bool {
+// subset reports whether every field set in d has the same value in l;
+// path is where d and l are (map keys from the root).
+func subset(d, l any, path []string) bool {
 	switch dv := d.(type) {
 	case map[string]any:
 		lv, ok := l.(map[string]any)
@@ -179,7 +193,7 @@ func subset(d, l any) bool {
 				}
 				return false
 			}
-			if !subset(v, lvv) {
+			if !subset(v, lvv, append(path, k)) {
 				return false
 			}
 		}
@@ -193,7 +207,7 @@ func subset(d, l any) bool {
 			return false
 		}
 		for i := range dv {
-			if !subset(dv[i], lv[i]) {
+			if !subset(dv[i], lv[i], path) {
 				return false
 			}
 		}
@@ -201,7 +215,7 @@ func subset(d, l any) bool {
 	case nil:
 		return true
 	default:
-		return fmt.Sprint(d) == fmt.Sprint(l) && sameKind(d, l)
+		return leafEqual(path, d, l)
 	}
 }
 
@@ -212,8 +226,9 @@ func sameKind(a, b any) bool {
 }
 
 // project keeps only the parts of l that d sets, so the merge patch shows
-// differences in the chart's fields and nothing else.
-func project(d, l any) any {
+// differences in the chart's fields and nothing else; a live value equal to
+// the desired one (see leafEqual) is replaced by it.
+func project(d, l any, path []string) any {
 	switch dv := d.(type) {
 	case map[string]any:
 		lv, ok := l.(map[string]any)
@@ -223,7 +238,7 @@ func project(d, l any) any {
 		out := map[string]any{}
 		for k, v := range dv {
 			if lvv, ok := lv[k]; ok {
-				out[k] = project(v, lvv)
+				out[k] = project(v, lvv, append(path, k))
 			} else if isEmpty(v) {
 				// An empty desired value matches an absent one.
 				out[k] = v
@@ -237,9 +252,14 @@ func project(d, l any) any {
 		}
 		out := make([]any, len(lv))
 		for i := range lv {
-			out[i] = project(dv[i], lv[i])
+			out[i] = project(dv[i], lv[i], path)
 		}
 		return out
+	case nil:
+		return l
+	}
+	if leafEqual(path, d, l) {
+		return d
 	}
 	return l
 }

@@ -1,6 +1,8 @@
 package drift
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -98,6 +100,10 @@ func TestDiff(t *testing.T) {
 			live: "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: w}\nwebhooks:\n- name: a\n  clientConfig: {caBundle: 'Zm9v', url: 'https://x'}\n  sideEffects: None\n"},
 		{name: "number types", desired: "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80, targetPort: 8080}]}\n",
 			live: "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0.1, ports: [{port: 80.0, targetPort: 8080, protocol: TCP}]}\n"},
+		{name: "stringData key ignored by a data pointer",
+			desired: "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {password: x, user: admin}\n",
+			live:    "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {password: b3RoZXI=, user: YWRtaW4=}\n",
+			patches: []fleet.ComparePatch{{Kind: "Secret", JSONPointers: []string{"/data/password"}}}},
 		{name: "string vs number differ", desired: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '1'}\n",
 			live: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '2'}\n", modified: true, wantPatch: `{"data":{"a":"1"}}`},
 	}
@@ -190,6 +196,7 @@ func TestEvaluateCapsLists(t *testing.T) {
 func FuzzDiff(f *testing.F) {
 	f.Add(`{"a":{"b":[1,2]}}`, `{"a":{"b":[1]}}`, "/a/b/0")
 	f.Add(`{"kind":"ValidatingWebhookConfiguration","webhooks":[{"clientConfig":{}}]}`, `{}`, "/webhooks/5")
+	f.Add(`{"apiVersion":"v1","kind":"Secret","data":"x","stringData":{"a":"b","c":1}}`, `{"data":{"a":1}}`, "/data/a")
 	f.Fuzz(func(t *testing.T, desired, live, pointer string) {
 		d, l := &unstructured.Unstructured{}, &unstructured.Unstructured{}
 		if d.UnmarshalJSON([]byte(desired)) != nil || l.UnmarshalJSON([]byte(live)) != nil {
@@ -197,4 +204,60 @@ func FuzzDiff(f *testing.F) {
 		}
 		_, _, _ = Diff(d, l, []fleet.ComparePatch{{JSONPointers: []string{pointer}}})
 	})
+}
+
+// What the API server does to a Secret or to quantities is not drift, and a
+// Secret's patch names its drifted keys without their values.
+func TestDiffNormalizesAndRedacts(t *testing.T) {
+	const secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n"
+	const pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: %s}]}\n"
+	tests := []struct {
+		name      string
+		desired   string
+		live      string
+		modified  bool
+		wantPatch string
+	}{
+		{name: "stringData is stored in data", desired: secret + "stringData: {password: hunter2}\n",
+			live: secret + "type: Opaque\ndata: {password: aHVudGVyMg==}\n"},
+		{name: "stringData wins over data", desired: secret + "data: {password: b2xk}\nstringData: {password: hunter2}\n",
+			live: secret + "data: {password: aHVudGVyMg==}\n"},
+		{name: "wrapped base64", desired: secret + "data: {cert: \"aHVu\\ndGVyMg==\\n\"}\n",
+			live: secret + "data: {cert: aHVudGVyMg==}\n"},
+		{name: "changed stringData value is redacted", desired: secret + "stringData: {password: hunter2, user: admin}\n",
+			live: secret + "data: {password: b3RoZXI=, user: YWRtaW4=}\n", modified: true, wantPatch: `{"data":{"password":"(redacted)"}}`},
+		{name: "changed data value is redacted", desired: secret + "data: {password: aHVudGVyMg==}\n",
+			live: secret + "data: {password: b3RoZXI=}\n", modified: true, wantPatch: `{"data":{"password":"(redacted)"}}`},
+		{name: "deleted data is redacted", desired: secret + "type: Opaque\ndata: {password: aHVudGVyMg==}\n",
+			live: secret + "type: Opaque\n", modified: true, wantPatch: `{"data":{"password":"(redacted)"}}`},
+		{name: "secret metadata is kept", desired: "apiVersion: v1\nkind: Secret\nmetadata: {name: s, labels: {a: b}}\ndata: {k: aHVudGVyMg==}\n",
+			live: secret + "data: {k: aHVudGVyMg==}\n", modified: true, wantPatch: `{"metadata":{"labels":{"a":"b"}}}`},
+		{name: "cpu number vs string", desired: fmt.Sprintf(pod, "{limits: {cpu: 1}, requests: {cpu: 0.5, memory: 1024Mi}}"),
+			live: fmt.Sprintf(pod, "{limits: {cpu: '1'}, requests: {cpu: 500m, memory: 1Gi}}")},
+		{name: "cpu really changed", desired: fmt.Sprintf(pod, "{limits: {cpu: 1}}"),
+			live: fmt.Sprintf(pod, "{limits: {cpu: '2'}}"), modified: true},
+		{name: "memory really changed", desired: fmt.Sprintf(pod, "{limits: {memory: 1Gi}}"),
+			live: fmt.Sprintf(pod, "{limits: {memory: 1G}}"), modified: true},
+		{name: "configmap strings are not quantities", desired: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '1.0'}\n",
+			live: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '1'}\n", modified: true, wantPatch: `{"data":{"a":"1.0"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			modified, patch, err := Diff(obj(t, tt.desired), obj(t, tt.live), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if modified != tt.modified {
+				t.Fatalf("modified = %v, patch %s", modified, patch)
+			}
+			if tt.wantPatch != "" && patch != tt.wantPatch {
+				t.Fatalf("patch = %s, want %s", patch, tt.wantPatch)
+			}
+			for _, v := range []string{"hunter2", "aHVudGVyMg", "b3RoZXI", "admin", "YWRtaW4"} {
+				if strings.Contains(patch, v) {
+					t.Fatalf("patch quotes a secret value: %s", patch)
+				}
+			}
+		})
+	}
 }
