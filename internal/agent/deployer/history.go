@@ -1,0 +1,157 @@
+package deployer
+
+// Release history: what a deploy reads of a release's stored revisions,
+// and the rollback that corrects drift.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	ri "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+func (d *Deployer) lastRelease(ac *action.Configuration, name string) (*release.Release, error) {
+	r, err := ac.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return asV1(r)
+}
+
+func purgeHistory(ac *action.Configuration, name string) error {
+	hist, err := ac.Releases.History(name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return err
+	}
+	for _, h := range hist {
+		r, err := asV1(h)
+		if err != nil {
+			return err
+		}
+		if _, err := ac.Releases.Delete(r.Name, r.Version); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// restorable is the revision drift correction restores: the deployed one,
+// or, after a failed rollback kept by keepFailHistory (which leaves no
+// deployed revision), the newest superseded one, so correction resumes once
+// whatever made it fail is gone.
+func restorable(ac *action.Configuration, name string) (*release.Release, error) {
+	cur, err := ac.Releases.Deployed(name)
+	if err == nil {
+		return asV1(cur)
+	}
+	if !errors.Is(err, driver.ErrNoDeployedReleases) {
+		return nil, err
+	}
+	hist, herr := ac.Releases.History(name)
+	if herr != nil {
+		return nil, err
+	}
+	var best *release.Release
+	for _, h := range hist {
+		r, cerr := asV1(h)
+		if cerr != nil {
+			return nil, cerr
+		}
+		if r.Info.Status == rcommon.StatusSuperseded && (best == nil || r.Version > best.Version) {
+			best = r
+		}
+	}
+	if best == nil {
+		return nil, err
+	}
+	return best, nil
+}
+
+func asV1(r ri.Releaser) (*release.Release, error) {
+	switch v := r.(type) {
+	case *release.Release:
+		return v, nil
+	case release.Release:
+		return &v, nil
+	}
+	return nil, fmt.Errorf("unsupported release type %T", r)
+}
+
+func toRelease(r ri.Releaser) (*Release, error) {
+	v1, err := asV1(r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := ObjectsOf(v1.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &Release{Name: v1.Name, Namespace: v1.Namespace, Version: v1.Version, Objects: objs}, nil
+}
+
+// Current returns the last deployed revision of a release, or nil when there
+// is none.
+func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*Release, error) {
+	ac, _, err := d.actionConfig(ReleaseNamespace(opts), opts.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ac.Releases.Deployed(ReleaseName(bdName, opts))
+	if errors.Is(err, driver.ErrReleaseNotFound) || errors.Is(err, driver.ErrNoDeployedReleases) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return toRelease(r)
+}
+
+// CorrectDrift restores the objects of the deployed release by rolling back
+// to its current revision (which re-applies it and re-creates deleted
+// objects). Unless keepFailHistory, a failed attempt leaves no revision.
+func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
+	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
+	sa, err := d.serviceAccount(context.Background(), opts.ServiceAccount)
+	if err != nil {
+		return err
+	}
+	ac, _, err := d.actionConfig(ns, sa)
+	if err != nil {
+		return err
+	}
+	v1, err := restorable(ac, name)
+	if err != nil {
+		return err
+	}
+	rb := action.NewRollback(ac)
+	rb.Version = v1.Version
+	rb.MaxHistory = maxHistory(opts.Helm)
+	rb.WaitStrategy = kube.HookOnlyStrategy
+	rb.ServerSideApply = "true"
+	rb.ForceConflicts = true
+	if cd.Force {
+		rb.ForceReplace, rb.ServerSideApply, rb.ForceConflicts = true, "false", false
+	}
+	rbErr := rb.Run(name)
+	if rbErr != nil && !cd.KeepFailHistory {
+		if last, err := d.lastRelease(ac, name); err == nil && last != nil &&
+			last.Version > v1.Version && last.Info.Status == rcommon.StatusFailed {
+			_, _ = ac.Releases.Delete(name, last.Version)
+			// Make the revision we rolled back from current again.
+			v1.Info.Status = rcommon.StatusDeployed
+			_ = ac.Releases.Update(v1)
+		}
+	}
+	return rbErr
+}
