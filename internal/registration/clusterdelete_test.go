@@ -27,14 +27,7 @@ import (
 func TestDeletedClusterStaysDeleted(t *testing.T) {
 	ctx := context.Background()
 	const clientID, random = "deleted-cluster", "r1"
-	clusterNS := names.ClusterNamespace(workspace, names.ClusterNameForClientID(clientID))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}
-	if err := up.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := up.Client.Delete(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	terminatingClusterNamespace(t, ctx, clientID)
 
 	v := newToken(t, workspace, "delete-token", time.Hour)
 	reg := &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "request-deleted-1", Namespace: workspace,

@@ -26,14 +26,7 @@ import (
 func TestReadGrantBeforeCredential(t *testing.T) {
 	ctx := context.Background()
 	const clientID, random = "early-grant", "r1"
-	clusterNS := names.ClusterNamespace(workspace, names.ClusterNameForClientID(clientID))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}
-	if err := up.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := up.Client.Delete(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	terminatingClusterNamespace(t, ctx, clientID)
 
 	v := newToken(t, workspace, "early-token", time.Hour)
 	tokenClient := clientFor(t, tokenConfig(v))

@@ -26,6 +26,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent"
 	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/testenv"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
@@ -283,4 +284,21 @@ func wantUnauthorized(t *testing.T, what string, err error) {
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("%s: want 401 Unauthorized, got %v", what, err)
 	}
+}
+
+// terminatingClusterNamespace creates the namespace of clientID's cluster
+// and deletes it. No namespace controller runs here, so it stays
+// Terminating, and a grant stops before the credential, which it cannot
+// write there.
+func terminatingClusterNamespace(t *testing.T, ctx context.Context, clientID string) string {
+	t.Helper()
+	clusterNS := names.ClusterNamespace(workspace, names.ClusterNameForClientID(clientID))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}
+	if err := up.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Client.Delete(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	return clusterNS
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // TestRegistrationNameTaken: the registration name is a short hash of the
@@ -24,11 +23,7 @@ import (
 // a new name instead of waiting for, and being handed, the other agent's
 // credential. Retries with the same random value continue that request.
 func TestRegistrationNameTaken(t *testing.T) {
-	up, err := testenv.Start(testenv.Options{Name: "register-collision", WithoutAggregationLayer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = up.Stop() })
+	up := upstream
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, sa = "collision", "import-token"

@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // TestAwaitHandover runs the agent's wait for its hand-over Secret against a
@@ -21,11 +19,7 @@ import (
 // refused (403) until the read grant exists, then a watch by name that
 // returns the Secret when it is written, and no other Secret.
 func TestAwaitHandover(t *testing.T) {
-	up, err := testenv.Start(testenv.Options{Name: "register", WithoutAggregationLayer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = up.Stop() })
+	up := upstream
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, sa, name = "handover", "import-token", "c-mine"
