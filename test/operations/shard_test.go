@@ -35,6 +35,22 @@ func shardLabels(shard string) map[string]string {
 	return map[string]string{fleet.ShardLabel: shard}
 }
 
+// targetCluster creates workspace ns with Cluster c1 (label env=env) and
+// its cluster namespace, with the status registration would give it (no
+// registration runs here; the unsharded replica, when it runs, computes
+// the same), and returns the cluster namespace.
+func targetCluster(ctx context.Context, g *WithT, ns, env string) string {
+	up := upstream.Client
+	clusterNS := names.ClusterNamespace(ns, "c1")
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": env}}}
+	g.Expect(up.Create(ctx, c)).To(Succeed())
+	c.Status.Namespace = clusterNS
+	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
+	return clusterNS
+}
+
 // processed reports whether the Bundle controller has taken the Bundle on
 // (finalizer and a status summary for its one target).
 func processed(ctx context.Context, g Gomega, ns, name string) bool {
@@ -54,16 +70,7 @@ func TestShardsReconcileOnlyTheirOwn(t *testing.T) {
 	defer cancel()
 	up := upstream.Client
 	const ns = "shards"
-	// The namespace registration gives the cluster (set here by hand: the
-	// unsharded replica, when it runs, computes the same).
-	clusterNS := names.ClusterNamespace(ns, "c1")
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	// A target cluster whose namespace exists (no registration runs here).
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
-	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "shard"}}}
-	g.Expect(up.Create(ctx, c)).To(Succeed())
-	c.Status.Namespace = clusterNS
-	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
+	clusterNS := targetCluster(ctx, g, ns, "shard")
 
 	target := []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "shard"}}}}
 	for _, b := range []struct{ name, shard string }{{"bundle-a", "a"}, {"bundle-b", "b"}, {"bundle-none", ""}, {"bundle-z", "z"}} {
@@ -157,13 +164,7 @@ func TestMoveGitRepoBetweenShards(t *testing.T) {
 	defer cancel()
 	up := upstream.Client
 	const ns = "shardmove"
-	clusterNS := names.ClusterNamespace(ns, "c1")
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}})).To(Succeed())
-	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{"env": "move"}}}
-	g.Expect(up.Create(ctx, c)).To(Succeed())
-	c.Status.Namespace = clusterNS
-	g.Expect(up.Status().Update(ctx, c)).To(Succeed())
+	clusterNS := targetCluster(ctx, g, ns, "move")
 
 	root := t.TempDir()
 	repo := gittest.NewRepo(t, root, "moving")
