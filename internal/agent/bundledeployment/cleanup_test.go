@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -236,4 +237,43 @@ func TestRenamedReleaseCollected(t *testing.T) {
 		t.Fatal("release rename-two removed")
 	}
 	namespaceActive(t, "rename-ns")
+}
+
+// A CRD that another bundle's release owns is not taken over without
+// helm.takeOwnership: uninstalling either bundle would delete it, with
+// every custom resource of it, under the other. With takeOwnership it is.
+func TestCRDOwnedByAnotherRelease(t *testing.T) {
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: cogs.example.net
+spec:
+  group: example.net
+  names: {kind: Cog, plural: cogs, singular: cog, listKind: CogList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
+	first := bundle{name: "cogs-a", files: map[string]string{"crd.yaml": crd}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "cogs-a-ns"}}
+	waitState(t, first.name, put(t, first), fleet.Ready)
+	second := bundle{name: "cogs-b", files: map[string]string{"crd.yaml": crd}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "cogs-b-ns"}}
+	put(t, second)
+	waitDeployError(t, second.name, "CRD cogs.example.net exists and belongs to release cogs-a-ns/cogs-a")
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	must(t, down.Client.Get(context.Background(), client.ObjectKey{Name: "cogs.example.net"}, live))
+	if got := live.Annotations["meta.helm.sh/release-name"]; got != "cogs-a" {
+		t.Fatalf("the CRD changed owner without takeOwnership: %q", got)
+	}
+	second.opts.Helm = &fleet.HelmOptions{TakeOwnership: true}
+	waitState(t, second.name, put(t, second), fleet.Ready)
+	must(t, down.Client.Get(context.Background(), client.ObjectKey{Name: "cogs.example.net"}, live))
+	if got := live.Annotations["meta.helm.sh/release-name"]; got != "cogs-b" {
+		t.Fatalf("with takeOwnership the CRD's owner is %q", got)
+	}
 }

@@ -82,7 +82,14 @@ func missing(have, want map[string]string) bool {
 // applyCRDs server-side applies the bundle's CRDs, already marked as owned
 // by the release so Helm adopts them, and waits until they serve; then it
 // refreshes discovery so the custom resources in the same bundle map.
-func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstructured, release, ns string) error {
+//
+// A CRD another Helm release owns is taken over only with takeOwnership,
+// as Helm does for every other object: two bundles shipping the same CRD
+// would otherwise pass it back and forth, and uninstalling either would
+// delete it, with every custom resource of it, under the other. A CRD
+// that exists without Helm's ownership (installed by hand) is adopted, as
+// before.
+func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstructured, release, ns string, takeOwnership bool) error {
 	cfg, _ := g.ToRESTConfig()
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -90,6 +97,18 @@ func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstruct
 	}
 	res := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	for _, crd := range crds {
+		if !takeOwnership {
+			live, err := res.Get(ctx, crd.GetName(), metav1.GetOptions{})
+			switch {
+			case err == nil:
+				a := live.GetAnnotations()
+				if owner, ons := a["meta.helm.sh/release-name"], a["meta.helm.sh/release-namespace"]; owner != "" && (owner != release || ons != ns) {
+					return fmt.Errorf("CRD %s exists and belongs to release %s/%s; set helm.takeOwnership to adopt it", crd.GetName(), ons, owner)
+				}
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading CRD %s: %w", crd.GetName(), err)
+			}
+		}
 		o := crd.DeepCopy()
 		labels := o.GetLabels()
 		if labels == nil {

@@ -312,7 +312,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		bdName: in.Name, targetNamespace: opts.TargetNamespace, releaseNamespace: ns,
 		keepCRDs: !opts.DeleteCRDResources, mapper: mapper,
 		applyCRDs: func(crds []*unstructured.Unstructured) error {
-			return applyCRDs(ctx, getter, crds, name, ns)
+			return applyCRDs(ctx, getter, crds, name, ns, helm.TakeOwnership)
 		},
 	}
 	ch, postRender, err := chartOf(in.Name, src, pr)
