@@ -240,8 +240,12 @@ func Register(ctx context.Context, opts Options, b *Bootstrap, cfg AgentConfig) 
 	if err == nil || errors.Is(err, ErrRefused) {
 		// The request is done with: the next one is a new request.
 		forgetHandover(opts.ClientRandom)
-		forgetRequest(opts.ClientRandom)
 	}
+	// What this process sent is not forgotten, even after a success: a
+	// caller may retry with the same value (after a time-out that may have
+	// filed the request, or a success it did not see), and AlreadyExists
+	// is then its own request, not another agent's. It is one short
+	// string per request this process made.
 	return cred, err
 }
 
@@ -259,13 +263,6 @@ func requestRandom(random string) string {
 		return r.(string)
 	}
 	return random
-}
-
-// forgetRequest drops what this process recorded about the request of
-// the caller's value random once it is done with.
-func forgetRequest(random string) {
-	sent.Delete(requestRandom(random))
-	renamed.Delete(random)
 }
 
 // createRequest creates reg, the request of the caller's value random.
