@@ -23,7 +23,7 @@ import (
 // a new name instead of waiting for, and being handed, the other agent's
 // credential. Retries with the same random value continue that request.
 func TestRegistrationNameTaken(t *testing.T) {
-	up := upstream
+	up := upstream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, sa = "collision", "import-token"

@@ -19,7 +19,7 @@ import (
 // refused (403) until the read grant exists, then a watch by name that
 // returns the Secret when it is written, and no other Secret.
 func TestAwaitHandover(t *testing.T) {
-	up := upstream
+	up := upstream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns, sa, name = "handover", "import-token", "c-mine"

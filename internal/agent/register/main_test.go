@@ -1,28 +1,37 @@
 package register
 
 import (
-	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
-// upstream is the package's one API server; each test works in a
-// namespace of its own.
-var upstream *testenv.Cluster
+// The package's one API server, started by the first test that needs it
+// (each works in a namespace of its own). Not in TestMain: a fuzz worker
+// runs TestMain too, and must not boot an API server.
+var (
+	upstreamOnce sync.Once
+	upstreamEnv  *testenv.Cluster
+	upstreamErr  error
+)
 
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
+func upstream(t *testing.T) *testenv.Cluster {
+	t.Helper()
+	upstreamOnce.Do(func() {
+		upstreamEnv, upstreamErr = testenv.Start(testenv.Options{Name: "register", WithoutAggregationLayer: true})
+	})
+	if upstreamErr != nil {
+		t.Fatal(upstreamErr)
+	}
+	return upstreamEnv
 }
 
-func run(m *testing.M) int {
-	var err error
-	upstream, err = testenv.Start(testenv.Options{Name: "register", WithoutAggregationLayer: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if upstreamEnv != nil {
+		_ = upstreamEnv.Stop()
 	}
-	defer func() { _ = upstream.Stop() }()
-	return m.Run()
+	os.Exit(code)
 }
