@@ -243,23 +243,7 @@ func TestRenamedReleaseCollected(t *testing.T) {
 // helm.takeOwnership: uninstalling either bundle would delete it, with
 // every custom resource of it, under the other. With takeOwnership it is.
 func TestCRDOwnedByAnotherRelease(t *testing.T) {
-	crd := `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: cogs.example.net
-spec:
-  group: example.net
-  names: {kind: Cog, plural: cogs, singular: cog, listKind: CogList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+	crd := crdYAML("example.net", "Cog")
 	first := bundle{name: "cogs-a", files: map[string]string{"crd.yaml": crd}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "cogs-a-ns"}}
 	waitState(t, first.name, put(t, first), fleet.Ready)
 	second := bundle{name: "cogs-b", files: map[string]string{"crd.yaml": crd}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "cogs-b-ns"}}

@@ -199,23 +199,7 @@ func TestHelmChartWithValues(t *testing.T) {
 
 // A CRD and a custom resource of it deploy in one pass.
 func TestCRDAndCRInOneBundle(t *testing.T) {
-	crd := `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.com
-spec:
-  group: example.com
-  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+	crd := crdYAML("example.com", "Widget")
 	cr := "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n"
 	id := put(t, bundle{name: "crd", files: map[string]string{"crd.yaml": crd, "widget.yaml": cr}, opts: fleet.BundleDeploymentOptions{DefaultNamespace: "crd-ns"}})
 	bd := waitState(t, "crd", id, fleet.Ready)
@@ -231,7 +215,7 @@ spec:
 	}
 
 	// An upgrade that adds another CRD and a resource of it, in one pass too.
-	gadgetCRD := strings.NewReplacer("widgets", "gadgets", "Widget", "Gadget", "widget", "gadget").Replace(crd)
+	gadgetCRD := crdYAML("example.com", "Gadget")
 	id2 := put(t, bundle{name: "crd", files: map[string]string{
 		"crd.yaml": crd, "widget.yaml": cr, "gcrd.yaml": gadgetCRD,
 		"gadget.yaml": "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g1\n",

@@ -23,23 +23,7 @@ func TestKindCreatedOutsideTheBundleAfterDiscovery(t *testing.T) {
 	waitState(t, "disc-first", first, fleet.Ready)
 
 	crd := &unstructured.Unstructured{}
-	must(t, yaml.Unmarshal([]byte(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: sprockets.example.org
-spec:
-  group: example.org
-  names: {kind: Sprocket, plural: sprockets, singular: sprocket, listKind: SprocketList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`), &crd.Object))
+	must(t, yaml.Unmarshal([]byte(crdYAML("example.org", "Sprocket")), &crd.Object))
 	must(t, down.Client.Create(ctx, crd))
 	eventually(t, "CRD sprockets.example.org established", func() error {
 		live := &unstructured.Unstructured{}

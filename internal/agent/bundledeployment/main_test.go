@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,4 +292,27 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// crdYAML is a namespaced CRD of kind in group, version v1, whose objects
+// may hold any fields (plural: the lower-cased kind plus "s").
+func crdYAML(group, kind string) string {
+	singular := strings.ToLower(kind)
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[3]ss.%[1]s
+spec:
+  group: %[1]s
+  names: {kind: %[2]s, plural: %[3]ss, singular: %[3]s, listKind: %[2]sList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`, group, kind, singular)
 }
