@@ -79,7 +79,8 @@ func (r *Reconciler) poll(ctx context.Context, repo *fleet.GitRepo, retrySync bo
 		return err
 	}
 	start := time.Now()
-	commit, err := git.LatestCommit(ctx, remote)
+	ref, err := git.LatestRef(ctx, remote)
+	commit := ref.Commit
 	metrics.ObserveGitFetch(repo.Namespace, repo.Name, time.Since(start), err)
 	if err != nil {
 		out.PollErr = err
@@ -99,7 +100,7 @@ func (r *Reconciler) poll(ctx context.Context, repo *fleet.GitRepo, retrySync bo
 	if upToDate {
 		return nil
 	}
-	if err := r.sync(ctx, repo, remote, commit); err != nil {
+	if err := r.sync(ctx, repo, remote, ref); err != nil {
 		out.SyncErr = err
 		var se *syncError
 		if errors.As(err, &se) {
@@ -128,7 +129,8 @@ func isInputError(err error) bool {
 // sync fetches commit, builds its Bundles and applies them. Nothing is
 // written unless every bundle of the commit was built, so a broken commit
 // leaves the previous Bundles (and deployments) untouched.
-func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.Remote, commit string) error {
+func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.Remote, ref git.Ref) error {
+	commit := ref.Commit
 	log := ctrl.LoggerFrom(ctx)
 	dir, err := os.MkdirTemp("", "fleet-gitrepo-")
 	if err != nil {
@@ -138,7 +140,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 
 	fetchRemote := remote
 	fetchRemote.Timeout = 4 * r.Opts.GitTimeout
-	fetched, err := git.Fetch(ctx, fetchRemote, dir, git.FetchOptions{Commit: commit, Limits: r.Opts.CheckoutLimits})
+	fetched, err := git.Fetch(ctx, fetchRemote, dir, git.FetchOptions{Commit: commit, Ref: ref.Name, Limits: r.Opts.CheckoutLimits})
 	if err != nil {
 		return &syncError{reason: ReasonFetchFailed, stalled: git.IsPermanent(err), err: fmt.Errorf("fetching %s: %w", short(commit), err)}
 	}

@@ -86,18 +86,37 @@ func IsPermanent(err error) bool {
 // using one ref advertisement (like `git ls-remote`) and no object transfer.
 // A Revision that is already a commit SHA is returned as is.
 func LatestCommit(ctx context.Context, r Remote) (string, error) {
+	ref, err := LatestRef(ctx, r)
+	return ref.Commit, err
+}
+
+// Ref is a ref of a remote and the commit it named when it was listed.
+type Ref struct {
+	// Name is the full ref name (refs/tags/v1, refs/heads/main, HEAD);
+	// empty when the Revision is a commit SHA.
+	Name string
+	// Commit is the commit SHA.
+	Commit string
+}
+
+// LatestRef is LatestCommit with the ref it resolved. Passing it to Fetch
+// (FetchOptions.Ref) saves the fetch a second ref listing.
+func LatestRef(ctx context.Context, r Remote) (Ref, error) {
 	if IsCommitSHA(r.Revision) {
-		return r.Revision, nil
+		return Ref{Commit: r.Revision}, nil
 	}
 	auth, err := authFor(ctx, r)
 	if err != nil {
-		return "", err
+		return Ref{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
 	rem := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
-	_, hash, err := resolveRef(ctx, rem, r, auth)
-	return hash, err
+	name, hash, err := resolveRef(ctx, rem, r, auth)
+	if err != nil {
+		return Ref{}, err
+	}
+	return Ref{Name: name.String(), Commit: hash}, nil
 }
 
 // resolveRef reads the remote's ref advertisement and picks the ref r
@@ -219,6 +238,10 @@ type FetchOptions struct {
 	// Commit is the expected commit (from LatestCommit). When the branch has
 	// moved on since, the newer commit is checked out and returned.
 	Commit string
+	// Ref is the ref LatestRef resolved for the same Remote. With it, a
+	// Revision naming a tag, a branch or HEAD is fetched without listing
+	// the remote's refs again.
+	Ref    string
 	Limits Limits
 }
 
@@ -229,7 +252,7 @@ type FetchOptions struct {
 // or a checkout over Limits, is ErrTooLarge.
 func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (string, error) {
 	limits := opts.Limits.withDefaults()
-	commit, err := fetchCommit(ctx, r, filepath.Join(workDir, "repo.git"), opts.Commit, limits.MaxFetchBytes)
+	commit, err := fetchCommit(ctx, r, filepath.Join(workDir, "repo.git"), opts, limits.MaxFetchBytes)
 	if err != nil {
 		return "", err
 	}
@@ -252,9 +275,11 @@ func Fetch(ctx context.Context, r Remote, workDir string, opts FetchOptions) (st
 	return commit.Hash.String(), nil
 }
 
-// fetchCommit fetches the commit r names (want, when r follows a branch,
-// is the expected one) into a new bare repository at repoDir and returns it.
-func fetchCommit(ctx context.Context, r Remote, repoDir, want string, maxFetch int64) (*object.Commit, error) {
+// fetchCommit fetches the commit r names (opts.Commit, when r follows a
+// branch, is the expected one) into a new bare repository at repoDir and
+// returns it.
+func fetchCommit(ctx context.Context, r Remote, repoDir string, opts FetchOptions, maxFetch int64) (*object.Commit, error) {
+	want := opts.Commit
 	auth, err := authFor(ctx, r)
 	if err != nil {
 		return nil, err
@@ -306,11 +331,14 @@ func fetchCommit(ctx context.Context, r Remote, repoDir, want string, maxFetch i
 			}
 		}
 	case r.Revision != "":
-		// A tag, a branch or HEAD: fetch the ref LatestCommit resolves
-		// (one more ref advertisement; a shallow fetch names one ref).
-		name, _, err := resolveRef(ctx, rem, r, auth)
-		if err != nil {
-			return nil, err
+		// A tag, a branch or HEAD: fetch the ref LatestRef resolved, or
+		// resolve it now (one more ref advertisement; a shallow fetch
+		// names one ref).
+		name := plumbing.ReferenceName(opts.Ref)
+		if name == "" {
+			if name, _, err = resolveRef(ctx, rem, r, auth); err != nil {
+				return nil, err
+			}
 		}
 		fo.RefSpecs = []config.RefSpec{config.RefSpec("+" + name.String() + ":" + local.String())}
 		if err := fetch(); err != nil {

@@ -171,6 +171,44 @@ func TestRevisionTagAndCommit(t *testing.T) {
 	}
 }
 
+// TestFetchResolvedRefListsRefsOnce: a GitRepo polls with LatestRef and
+// fetches what it resolved; for a revision naming a tag, a branch or HEAD
+// the fetch must not list the remote's refs a second time.
+func TestFetchResolvedRefListsRefsOnce(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.NewRepo(t, root, "app")
+	c1 := repo.Commit("master", map[string]string{"v.yaml": "v: 1\n"})
+	repo.Tag("v1")
+	c2 := repo.Commit("master", map[string]string{"v.yaml": "v: 2\n"})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	ctx := context.Background()
+
+	for _, tc := range []struct{ revision, want, content string }{
+		{"v1", c1, "v: 1\n"},
+		{"master", c2, "v: 2\n"},
+		{"HEAD", c2, "v: 2\n"},
+	} {
+		remote := git.Remote{URL: srv.URLFor(repo), Revision: tc.revision}
+		before := len(srv.RefTimes())
+		ref, err := git.LatestRef(ctx, remote)
+		if err != nil || ref.Commit != tc.want || ref.Name == "" {
+			t.Fatalf("%s: LatestRef = %+v, %v; want commit %s", tc.revision, ref, err, tc.want)
+		}
+		dir := t.TempDir()
+		got, err := git.Fetch(ctx, remote, dir, git.FetchOptions{Commit: ref.Commit, Ref: ref.Name})
+		if err != nil || got != tc.want {
+			t.Fatalf("%s: Fetch = %q, %v; want %s", tc.revision, got, err, tc.want)
+		}
+		if s := readFile(t, filepath.Join(dir, "source", "v.yaml")); s != tc.content {
+			t.Fatalf("%s: content %q, want %q", tc.revision, s, tc.content)
+		}
+		// One advertisement for the poll, one for the fetch itself.
+		if n := len(srv.RefTimes()) - before; n != 2 {
+			t.Fatalf("%s: %d ref advertisements for a poll and a fetch, want 2", tc.revision, n)
+		}
+	}
+}
+
 // TestFetchSizeLimit: a fetch that stores more than MaxFetchBytes fails
 // with ErrTooLarge (a permanent error, with the limit in its message) and
 // the same repository fetches under the default limit.

@@ -63,7 +63,7 @@ func (s *submodules) write(parent Remote, tree *object.Tree, dst string, depth i
 		}
 		remote.Revision = l.hash
 		s.fetched++
-		commit, err := fetchCommit(s.ctx, remote, filepath.Join(s.workDir, "modules", fmt.Sprintf("%d.git", s.fetched)), "", s.maxFetch)
+		commit, err := fetchCommit(s.ctx, remote, filepath.Join(s.workDir, "modules", fmt.Sprintf("%d.git", s.fetched)), FetchOptions{}, s.maxFetch)
 		if err != nil {
 			return fmt.Errorf("%w %s (%s): %w", ErrSubmodule, l.path, redact(remote.URL), err)
 		}
