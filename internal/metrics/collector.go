@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -169,19 +170,32 @@ func collectSource(s Source, emit emitFunc, repos map[string]bool) bool {
 			}
 		}
 	}
+	// Every manager watches every Cluster (targeting needs them), so
+	// listing them costs no informer of its own.
+	clusters := &fleet.ClusterList{}
+	var live liveness
+	if err := s.Reader.List(ctx, clusters); err == nil {
+		offline := make(map[string]bool, len(clusters.Items))
+		for i := range clusters.Items {
+			c := &clusters.Items[i]
+			offline[c.Namespace+"/"+c.Name] = meta.IsStatusConditionTrue(c.Status.Conditions, fleet.ConditionOffline)
+		}
+		live = func(key string) (bool, bool) { o, ok := offline[key]; return o, ok }
+	} else {
+		clusters = nil
+	}
 	bds := &fleet.BundleDeploymentList{}
 	if err := s.Reader.List(ctx, bds); err == nil {
 		for i := range bds.Items {
 			if mine(&bds.Items[i]) {
-				bundleDeploymentSamples(&bds.Items[i], emit)
+				bundleDeploymentSamples(&bds.Items[i], live, emit)
 			}
 		}
 	}
 	if !s.Clusters {
 		return listed
 	}
-	clusters := &fleet.ClusterList{}
-	if err := s.Reader.List(ctx, clusters); err == nil {
+	if clusters != nil {
 		for i := range clusters.Items {
 			clusterSamples(&clusters.Items[i], emit)
 		}
@@ -205,7 +219,9 @@ func collectAgent(ctx context.Context, s Source, emit emitFunc) bool {
 	counts := map[fleet.BundleState]int{}
 	ns := s.Namespace
 	for i := range bds.Items {
-		counts[summary.DeploymentState(&bds.Items[i])]++
+		// The agent reporting is checking in: an Offline mark on its
+		// deployments is the manager's, from before it came back.
+		counts[summary.ReportedState(&bds.Items[i])]++
 		ns = bds.Items[i].Namespace
 	}
 	for _, st := range append([]fleet.BundleState{fleet.Ready}, summary.States...) {

@@ -119,3 +119,46 @@ func TestCollectorHelmOpsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorStaleOfflineMark: once a cluster's agent checked in again,
+// the manager's fleet_bundledeployment_state and the agent's own
+// fleet_agent_bundledeployments count its deployments by what the agent
+// reported, not by the Offline mark the manager has not cleared yet.
+func TestCollectorStaleOfflineMark(t *testing.T) {
+	bd := &fleet.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "cluster-ns", Labels: map[string]string{
+			fleet.ClusterLabel: "c1", fleet.ClusterNamespaceLabel: "ws"}},
+		Spec: fleet.BundleDeploymentSpec{DeploymentID: "d1", StagedDeploymentID: "d1"},
+		Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "d1", Ready: true, NonModified: true,
+			Conditions: []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "AgentOffline"}}},
+	}
+	online := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: "ws"}}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(bd, online).Build()
+	for _, src := range []Source{
+		{Reader: c, Clusters: true, ListTimeout: 5e9},
+		{Reader: c, Agent: true, Namespace: "cluster-ns", ListTimeout: 5e9},
+	} {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(&collector{sources: map[int]Source{0: src}})
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		states := map[string]float64{}
+		for _, mf := range mfs {
+			if n := mf.GetName(); n != "fleet_bundledeployment_state" && n != "fleet_agent_bundledeployments" {
+				continue
+			}
+			for _, m := range mf.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "state" {
+						states[l.GetValue()] += m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		if states["Ready"] != 1 || states["Offline"] != 0 {
+			t.Errorf("agent source %v: states %v, want the deployment counted Ready, not Offline", src.Agent, states)
+		}
+	}
+}

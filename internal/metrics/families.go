@@ -127,11 +127,28 @@ func bundleSamples(b *fleet.Bundle, emit emitFunc) {
 	emit(bundleState, 1, append(lv, string(summary.WorstState(s)))...)
 }
 
-func bundleDeploymentSamples(bd *fleet.BundleDeployment, emit emitFunc) {
+// liveness tells, for a cluster (namespace/name), whether its agent is
+// offline; known is false when the cluster is not in view.
+type liveness func(clusterKey string) (offline, known bool)
+
+// bundleDeploymentSamples reports bd in the state the Bundle and Cluster
+// statuses count it in: its cluster's liveness decides Offline, since a
+// deployment's own Offline mark lingers after its agent is back until the
+// manager clears it. Without the cluster in view, the mark decides.
+func bundleDeploymentSamples(bd *fleet.BundleDeployment, live liveness, emit emitFunc) {
 	l := bd.Labels
+	state := summary.DeploymentState(bd)
+	if live != nil {
+		if offline, known := live(l[fleet.ClusterNamespaceLabel] + "/" + l[fleet.ClusterLabel]); known {
+			state = summary.ReportedState(bd)
+			if offline {
+				state = fleet.Offline
+			}
+		}
+	}
 	emit(bdState, 1, bd.Name, bd.Namespace, l[fleet.ClusterLabel], l[fleet.ClusterNamespaceLabel],
 		l[fleet.RepoLabel], l[fleet.CommitLabel], l[fleet.BundleLabel], l[fleet.BundleNamespaceLabel],
-		string(summary.DeploymentState(bd)))
+		string(state))
 }
 
 func resourceSamples(descs map[string]*prometheus.Desc, rc fleet.ResourceCounts, emit emitFunc, lv []string) {

@@ -95,12 +95,56 @@ func TestBundleDeploymentState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.bd.Name, tt.bd.Namespace = "app", "cluster-ns"
 			tt.bd.Labels = map[string]string{fleet.ClusterLabel: "c1", fleet.BundleLabel: "app", fleet.BundleNamespaceLabel: "ws"}
-			got := collect(t, func(e emitFunc) { bundleDeploymentSamples(&tt.bd, e) })["fleet_bundledeployment_state"]
+			got := collect(t, func(e emitFunc) { bundleDeploymentSamples(&tt.bd, nil, e) })["fleet_bundledeployment_state"]
 			if len(got) != 1 || got[0].labels["state"] != string(tt.want) || got[0].value != 1 {
 				t.Fatalf("got %+v, want one series state=%s value 1", got, tt.want)
 			}
 			if got[0].labels["cluster_name"] != "c1" || got[0].labels["bundle_namespace"] != "ws" {
 				t.Errorf("labels %v", got[0].labels)
+			}
+		})
+	}
+}
+
+// TestBundleDeploymentStateFollowsClusterLiveness: a deployment's Offline
+// mark lingers after its agent checked in again (until the manager clears
+// it); the metric, like the Bundle and Cluster statuses, lets the
+// cluster's own Offline condition decide whenever the cluster is in view.
+func TestBundleDeploymentStateFollowsClusterLiveness(t *testing.T) {
+	marked := fleet.BundleDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "cluster-ns", Labels: map[string]string{
+			fleet.ClusterLabel: "c1", fleet.ClusterNamespaceLabel: "ws"}},
+		Spec: fleet.BundleDeploymentSpec{DeploymentID: "d1", StagedDeploymentID: "d1"},
+		Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "d1", Ready: true, NonModified: true,
+			Conditions: []metav1.Condition{{Type: fleet.ConditionOffline, Status: metav1.ConditionTrue, Reason: "AgentOffline"}}},
+	}
+	unmarked := *marked.DeepCopy()
+	unmarked.Status.Conditions = nil
+	clusters := func(offline bool) liveness {
+		return func(key string) (bool, bool) {
+			if key != "ws/c1" {
+				return false, false
+			}
+			return offline, true
+		}
+	}
+	tests := []struct {
+		name string
+		bd   fleet.BundleDeployment
+		live liveness
+		want fleet.BundleState
+	}{
+		{"mark, cluster back online", marked, clusters(false), fleet.Ready},
+		{"mark, cluster offline", marked, clusters(true), fleet.Offline},
+		{"no mark yet, cluster offline", unmarked, clusters(true), fleet.Offline},
+		{"mark, cluster not in view", marked, func(string) (bool, bool) { return false, false }, fleet.Offline},
+		{"mark, clusters not listed", marked, nil, fleet.Offline},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := collect(t, func(e emitFunc) { bundleDeploymentSamples(&tt.bd, tt.live, e) })["fleet_bundledeployment_state"]
+			if len(got) != 1 || got[0].labels["state"] != string(tt.want) {
+				t.Fatalf("got %+v, want state %s", got, tt.want)
 			}
 		})
 	}
