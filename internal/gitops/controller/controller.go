@@ -84,6 +84,9 @@ type Reconciler struct {
 	attempted map[types.NamespacedName][2]int64
 	// webhooks is the webhook mark last polled for, per GitRepo.
 	webhooks map[types.NamespacedName]webhookMark
+	// unwritten holds what a poll and sync learnt whose status write
+	// failed, until a write succeeds.
+	unwritten map[types.NamespacedName]syncedFields
 }
 
 // Setup registers the reconciler (and the webhook receiver) with mgr.
@@ -98,6 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 		last:      map[types.NamespacedName]syncOutcome{},
 		attempted: map[types.NamespacedName][2]int64{},
 		webhooks:  map[types.NamespacedName]webhookMark{},
+		unwritten: map[types.NamespacedName]syncedFields{},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -167,10 +171,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	read := repo.DeepCopy()
 	out, requeue := r.pollAndSync(ctx, repo)
-	done := syncedBy(&read.Status, &repo.Status)
+	r.mu.Lock()
+	done := r.unwritten[req.NamespacedName].then(syncedBy(&read.Status, &repo.Status))
+	r.mu.Unlock()
 	if err := r.writeStatus(ctx, read, out, done); err != nil {
+		// The poll and sync are done and recorded (the retry does not
+		// repeat them before the next poll is due), so what they learnt
+		// must reach the status with the retry.
+		r.mu.Lock()
+		if r.unwritten == nil {
+			r.unwritten = map[types.NamespacedName]syncedFields{}
+		}
+		r.unwritten[req.NamespacedName] = done
+		r.mu.Unlock()
 		return ctrl.Result{}, err
 	}
+	r.mu.Lock()
+	delete(r.unwritten, req.NamespacedName)
+	r.mu.Unlock()
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -181,6 +199,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.last, key)
 	delete(r.attempted, key)
 	delete(r.webhooks, key)
+	delete(r.unwritten, key)
 }
 
 // bundleStatus reads the GitRepo's Bundles and their BundleDeployments from

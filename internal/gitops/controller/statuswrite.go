@@ -58,6 +58,18 @@ func (f syncedFields) apply(st *fleet.GitRepoStatus) {
 	}
 }
 
+// then is f overlaid with what newer changed: the fields of a reconcile
+// whose status write failed, updated by the retry's own poll and sync.
+func (f syncedFields) then(newer syncedFields) syncedFields {
+	if newer.Polled {
+		f.Polled, f.PollingCommit, f.LastPollingTime = true, newer.PollingCommit, newer.LastPollingTime
+	}
+	if newer.Synced {
+		f.Synced, f.Commit, f.ObservedGeneration, f.UpdateGeneration = true, newer.Commit, newer.ObservedGeneration, newer.UpdateGeneration
+	}
+	return f
+}
+
 // writeStatus derives the status of repo (as read at the start of the
 // reconcile) from what the reconcile did and patches it with an optimistic
 // lock. A conflict means the copy was stale — typically the cache had not yet
