@@ -152,7 +152,9 @@ func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 		return checkHMAC(secrets[string(Gogs)], r.Header.Get("X-Gogs-Signature"), "", sha256.New, body)
 	case AzureDevOps:
 		user, pass := secrets[KeyAzureUsername], secrets[KeyAzurePassword]
-		if user == "" && pass == "" {
+		// The password is the secret: a username alone (often the
+		// organisation's name) would let anyone trigger polls.
+		if pass == "" {
 			return ErrNoSecret
 		}
 		u, pw, ok := r.BasicAuth()

@@ -71,6 +71,20 @@ func TestRecordedPayloads(t *testing.T) {
 	}
 }
 
+// TestAzureDevOpsNeedsPassword: a username is no secret (it is in the
+// service hook's URL settings and often the organisation's name), so a
+// Secret that gives only azure-username verifies nothing: a request with
+// that username and an empty password must be refused.
+func TestAzureDevOpsNeedsPassword(t *testing.T) {
+	h, body := webhooktest.Push(payload.AzureDevOps, "https://dev.azure.com/org/proj/_git/repo", commit)
+	r := request(h.Clone(), body)
+	r.SetBasicAuth("fleet", "")
+	secrets := payload.SecretsFromData(map[string][]byte{payload.KeyAzureUsername: []byte("fleet")})
+	if err := payload.Verify(payload.AzureDevOps, r, body, secrets); !errors.Is(err, payload.ErrNoSecret) {
+		t.Fatalf("username-only secret, empty password: %v, want ErrNoSecret", err)
+	}
+}
+
 func TestNonPushIgnored(t *testing.T) {
 	h := http.Header{}
 	h.Set("X-GitHub-Event", "ping")
