@@ -285,7 +285,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if rel != nil {
+		if rel != nil && releaseApplied(bd, rel) {
 			st = r.remember(key, bd, rel)
 			if err := r.watcher.Watch(key, rel.Objects); err != nil {
 				return ctrl.Result{}, err
@@ -311,6 +311,21 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 		}
 	}
 	return r.monitor(ctx, bd, st)
+}
+
+// releaseApplied tells whether rel, the deployed release found in storage
+// after a restart, is the one applied for the BundleDeployment's
+// deploymentID. When a later deploy's status write was lost and the spec
+// came back to the deploymentID the status names, storage holds the later
+// deployment's release: adopting it would leave the wrong objects deployed
+// and reported Ready.
+func releaseApplied(bd *fleet.BundleDeployment, rel *deployer.Release) bool {
+	if rel.DeploymentID != "" {
+		return rel.DeploymentID == bd.Spec.DeploymentID
+	}
+	// Stored by an agent that did not record the deploymentID: only the
+	// revision the status names will do.
+	return rel.String() == bd.Status.Release
 }
 
 func equalDriftOptions(a, b fleet.BundleDeploymentOptions) bool {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/drift"
 )
 
@@ -86,5 +87,33 @@ func TestBackoffGrowsAndIsPerDeploymentID(t *testing.T) {
 	}
 	if r.backoffRemaining(k, "id1") <= 0 {
 		t.Fatal("same deploymentID must wait")
+	}
+}
+
+// TestReleaseApplied: after a restart the agent adopts the stored release
+// only when it is the one applied for the BundleDeployment's deploymentID.
+func TestReleaseApplied(t *testing.T) {
+	bd := &fleet.BundleDeployment{
+		Spec:   fleet.BundleDeploymentSpec{DeploymentID: "d1"},
+		Status: fleet.BundleDeploymentStatus{AppliedDeploymentID: "d1", Release: "ns/app:2"},
+	}
+	tests := []struct {
+		name string
+		rel  deployer.Release
+		want bool
+	}{
+		{"recorded, same deploymentID", deployer.Release{Namespace: "ns", Name: "app", Version: 4, DeploymentID: "d1"}, true},
+		// d2 was deployed, its status write lost, and the spec came back
+		// to d1: storage holds d2's objects.
+		{"recorded, later deployment", deployer.Release{Namespace: "ns", Name: "app", Version: 3, DeploymentID: "d2"}, false},
+		{"unrecorded, the revision the status names", deployer.Release{Namespace: "ns", Name: "app", Version: 2}, true},
+		{"unrecorded, another revision", deployer.Release{Namespace: "ns", Name: "app", Version: 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := releaseApplied(bd, &tt.rel); got != tt.want {
+				t.Errorf("releaseApplied = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

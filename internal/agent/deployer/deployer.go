@@ -44,6 +44,13 @@ const (
 	StorageDeleteNSLabel      = "fleet.cattle.io/delete-namespace"
 )
 
+// DeploymentIDAnnotation on a release's chart records the deploymentID it
+// deployed. After a restart the agent compares it with the
+// BundleDeployment's: a release found in storage is not necessarily the one
+// the status names (the status write of a later deploy may have been lost).
+// A rollback (drift correction) copies the chart, and with it the mark.
+const DeploymentIDAnnotation = "fleet.cattle.io/deployment-id"
+
 // DefaultMaxHistory is Fleet's default number of kept release revisions.
 const DefaultMaxHistory = 2
 
@@ -133,6 +140,9 @@ type Release struct {
 	Name      string
 	Namespace string
 	Version   int
+	// DeploymentID is the deploymentID the release deployed; empty for a
+	// release stored before the agent recorded it.
+	DeploymentID string
 	// Objects are the post-rendered objects of the release, with their
 	// namespaces resolved.
 	Objects []*unstructured.Unstructured
@@ -328,6 +338,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	ch.Metadata.Annotations[fleet.KeepResourcesAnnotation] = fmt.Sprint(opts.KeepResources)
 	if in.Commit != "" {
 		ch.Metadata.Annotations[fleet.CommitAnnotation] = in.Commit
+	}
+	if in.DeploymentID != "" {
+		ch.Metadata.Annotations[DeploymentIDAnnotation] = in.DeploymentID
 	}
 	labels := map[string]string{
 		StorageBundleIDLabel:      names.Limit(in.Name, 63),

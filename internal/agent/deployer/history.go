@@ -97,7 +97,11 @@ func toRelease(r ri.Releaser) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Release{Name: v1.Name, Namespace: v1.Namespace, Version: v1.Version, Objects: objs}, nil
+	rel := &Release{Name: v1.Name, Namespace: v1.Namespace, Version: v1.Version, Objects: objs}
+	if v1.Chart != nil && v1.Chart.Metadata != nil {
+		rel.DeploymentID = v1.Chart.Metadata.Annotations[DeploymentIDAnnotation]
+	}
+	return rel, nil
 }
 
 // Current returns the last deployed revision of a release, or nil when there
