@@ -90,7 +90,7 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	case strings.HasPrefix(h.Repo, "oci://") && h.Chart != "":
 		return cf.fromOCI(h, strings.TrimSuffix(h.Repo, "/")+"/"+h.Chart, files)
 	case h.Chart == "":
-		return fmt.Errorf("helm.repo %q is set but helm.chart is empty: name the chart to install", h.Repo)
+		return fmt.Errorf("helm.repo %q is set but helm.chart is empty: name the chart to install", redact(h.Repo))
 	case h.Repo != "":
 		return cf.fromRepo(h, files)
 	case strings.HasPrefix(h.Chart, "oci://"):
@@ -100,7 +100,7 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	case strings.HasPrefix(h.Chart, "git::"):
 		return cf.fromGit(h, files)
 	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
-		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz or git::<repository URL>[//<directory>][?ref=<ref>])", h.Chart)
+		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz or git::<repository URL>[//<directory>][?ref=<ref>])", redact(h.Chart))
 	default:
 		return cf.fromLocal(h, bundleDir, files)
 	}
@@ -182,6 +182,9 @@ func fileContent(files []file, name string) []byte {
 // fromRepo resolves chart+version in an HTTP(S) repository's index.
 func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 	cv, err := cf.lookup(h.Repo, h.Chart, h.Version)
+	if errors.Is(err, ErrInvalidVersion) {
+		return fmt.Errorf("helm.version: %w", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -198,18 +201,23 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 }
 
 // lookup finds the chart version matching a version or semver constraint.
+// An invalid version is refused before the repository is contacted.
 func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersion, error) {
+	if err := checkVersion(version); err != nil {
+		return nil, err
+	}
+	shown := redact(repoURL)
 	idxURL := strings.TrimSuffix(repoURL, "/") + "/index.yaml"
 	data, err := cf.get(idxURL, repoURL, cf.limits.MaxIndexSize)
 	if err != nil {
-		return nil, fmt.Errorf("helm repository %s: %w", repoURL, err)
+		return nil, fmt.Errorf("helm repository %s: %w", shown, err)
 	}
 	idx := &repo.IndexFile{}
 	if err := yaml.Unmarshal(data, idx); err != nil {
-		return nil, fmt.Errorf("helm repository %s: invalid index.yaml: %w", repoURL, err)
+		return nil, fmt.Errorf("helm repository %s: invalid index.yaml: %w", shown, err)
 	}
 	if idx.APIVersion == "" {
-		return nil, fmt.Errorf("helm repository %s: index.yaml has no apiVersion (is this a Helm repository?)", repoURL)
+		return nil, fmt.Errorf("helm repository %s: index.yaml has no apiVersion (is this a Helm repository?)", shown)
 	}
 	for name, versions := range idx.Entries {
 		kept := versions[:0]
@@ -224,24 +232,50 @@ func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersi
 	cv, err := idx.Get(chart, version)
 	if err != nil {
 		if version == "" {
-			return nil, fmt.Errorf("helm repository %s: chart %q not found: %w", repoURL, chart, err)
+			return nil, fmt.Errorf("helm repository %s: chart %q not found: %w", shown, chart, err)
 		}
-		return nil, fmt.Errorf("helm repository %s: chart %q version %q not found: %w", repoURL, chart, version, err)
+		return nil, fmt.Errorf("helm repository %s: chart %q version %q not found: %w", shown, chart, version, err)
 	}
 	if len(cv.URLs) == 0 {
-		return nil, fmt.Errorf("helm repository %s: chart %q %s has no download URL", repoURL, chart, cv.Version)
+		return nil, fmt.Errorf("helm repository %s: chart %q %s has no download URL", shown, chart, cv.Version)
 	}
 	return cv, nil
+}
+
+// ErrInvalidVersion matches a chart version (helm.version, or a version of
+// a chart dependency) that is neither a version nor a semver constraint: an
+// input error that no retry fixes, unlike a repository failure.
+var ErrInvalidVersion = errors.New("invalid chart version")
+
+type versionError struct{ version string }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("invalid chart version %q: not a version or a semver constraint (such as 1.2.3, ^1.2 or \">= 1.0, < 2.0\")", e.version)
+}
+
+func (e *versionError) Is(target error) bool { return target == ErrInvalidVersion }
+
+// checkVersion refuses what Helm cannot read as a version constraint (an
+// exact version is one); empty means the latest.
+func checkVersion(version string) error {
+	if version == "" {
+		return nil
+	}
+	if _, err := semver.NewConstraint(version); err != nil {
+		return &versionError{version: version}
+	}
+	return nil
 }
 
 func (cf *chartFetcher) downloadVersion(repoURL string, cv *repo.ChartVersion) ([]byte, error) {
 	base, err := url.Parse(strings.TrimSuffix(repoURL, "/") + "/")
 	if err != nil {
-		return nil, fmt.Errorf("invalid helm repository URL %q: %w", repoURL, err)
+		// The parse error quotes the URL, credentials included.
+		return nil, fmt.Errorf("invalid helm repository URL %s", redact(repoURL))
 	}
 	ref, err := url.Parse(cv.URLs[0])
 	if err != nil {
-		return nil, fmt.Errorf("chart %s %s: invalid URL %q: %w", cv.Name, cv.Version, cv.URLs[0], err)
+		return nil, fmt.Errorf("chart %s %s: invalid download URL %s", cv.Name, cv.Version, redact(cv.URLs[0]))
 	}
 	u := base.ResolveReference(ref)
 	if u.Scheme == "oci" {
@@ -255,7 +289,8 @@ func (cf *chartFetcher) downloadVersion(repoURL string, cv *repo.ChartVersion) (
 func (cf *chartFetcher) get(u, credHost string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(cf.ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		// The parse error quotes the URL, credentials included.
+		return nil, fmt.Errorf("invalid URL %s", redact(u))
 	}
 	if user, pass, ok := cf.credentialsFor(credHost); ok && sameHost(u, credHost) {
 		req.SetBasicAuth(user, pass)
@@ -287,14 +322,38 @@ func sameHost(a, b string) bool {
 	return err1 == nil && err2 == nil && ua.Host == ub.Host
 }
 
-// redact drops user info from a URL for messages.
+// redact drops user info from a URL (also git::<URL>) for messages; an
+// unparsable one loses everything of its authority up to the last "@".
+// Every repository or chart URL put into an error goes through it: errors
+// end up in statuses, events and logs.
 func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
+	if rest, ok := strings.CutPrefix(u, "git::"); ok {
+		return "git::" + redact(rest)
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
 		return u
 	}
-	p.User = nil
-	return p.String()
+	if p, err := url.Parse(u); err == nil {
+		if p.User == nil {
+			return u
+		}
+		p.User = nil
+		return p.String()
+	}
+	end := strings.IndexAny(rest, "?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if i := strings.LastIndex(rest[:end], "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// redactRef is redact for an OCI reference without its oci:// scheme.
+func redactRef(ref string) string {
+	return strings.TrimPrefix(redact("oci://"+ref), "oci://")
 }
 
 func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
@@ -313,6 +372,9 @@ func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
 func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file) error {
 	ref = strings.TrimPrefix(ref, "oci://")
 	data, err := cf.pullOCI(ref, h.Version, "")
+	if errors.Is(err, ErrInvalidVersion) {
+		return fmt.Errorf("helm.version: %w", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -321,6 +383,12 @@ func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file)
 
 // pullOCI pulls ref at the version matching constraint, or at exact.
 func (cf *chartFetcher) pullOCI(ref, constraint, exact string) ([]byte, error) {
+	shown := redactRef(ref)
+	if shown != ref {
+		// The registry client would quote the reference, password included,
+		// in its errors; it takes credentials from the options only.
+		return nil, fmt.Errorf("oci://%s: credentials in the URL are not supported; give them as Helm credentials (helmSecretName)", shown)
+	}
 	opts := []registry.ClientOption{
 		registry.ClientOptHTTPClient(cf.client),
 		registry.ClientOptWriter(io.Discard),
@@ -360,7 +428,7 @@ func (cf *chartFetcher) ociTag(rc *registry.Client, ref, constraint string) (str
 	}
 	c, err := semver.NewConstraint(orStar(constraint))
 	if err != nil {
-		return "", fmt.Errorf("helm.version %q: invalid semver constraint: %w", constraint, err)
+		return "", &versionError{version: constraint}
 	}
 	tags, err := rc.Tags(ref)
 	if err != nil {
@@ -385,7 +453,7 @@ func orStar(s string) string {
 // storeArchive extracts a chart archive into the bundle's files under
 // .chart/<key>/<chart name>/ and points h at it.
 func (cf *chartFetcher) storeArchive(h *fleet.HelmOptions, repoURL, chart, version string, data []byte, diskPath string, files *[]file) error {
-	source := repoURL
+	source := redact(repoURL)
 	if chart != "" {
 		source += " " + chart
 	}
@@ -515,7 +583,7 @@ func (cf *chartFetcher) dependencies(h *fleet.HelmOptions, prefix, diskDir strin
 		switch {
 		case strings.HasPrefix(dep.Repository, "file://"):
 			if diskDir == "" {
-				return fmt.Errorf("chart %s: dependency %q uses %s but the chart was downloaded without it", prefix, dep.Name, dep.Repository)
+				return fmt.Errorf("chart %s: dependency %q uses %s but the chart was downloaded without it", prefix, dep.Name, redact(dep.Repository))
 			}
 			depDir := filepath.Join(diskDir, filepath.FromSlash(strings.TrimPrefix(dep.Repository, "file://")))
 			if !cf.fs.inside(depDir) {
@@ -539,7 +607,7 @@ func (cf *chartFetcher) dependencies(h *fleet.HelmOptions, prefix, diskDir strin
 				data, err = cf.downloadVersion(dep.Repository, cv)
 			}
 		default:
-			return fmt.Errorf("chart %s: dependency %q: repository %q is not supported (use http(s)://, oci:// or file://)", prefix, dep.Name, dep.Repository)
+			return fmt.Errorf("chart %s: dependency %q: repository %q is not supported (use http(s)://, oci:// or file://)", prefix, dep.Name, redact(dep.Repository))
 		}
 		if err != nil {
 			return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)

@@ -2,6 +2,7 @@ package bundlereader
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -277,5 +278,183 @@ func TestChartUnreachableRepository(t *testing.T) {
 	_, err := readOne(t, dir, Options{})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach "+url+"/index.yaml") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// credRepo serves files (path -> body) and 404 for the rest. It returns the
+// server's host:port.
+func credRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, ok := files[strings.TrimPrefix(req.URL.Path, "/")]
+		if !ok {
+			http.NotFound(w, req)
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// TestChartErrorsRedactCredentials: a repository URL with user:password
+// must never show the password in an error (it ends up in HelmOp and
+// GitRepo status, events and logs); the host must still be named.
+func TestChartErrorsRedactCredentials(t *testing.T) {
+	const password = "s3cr3t"
+	index := "apiVersion: v1\nentries:\n  x:\n  - name: x\n    version: 1.0.0\n    urls: [x-1.0.0.tgz]\n"
+	cases := []struct {
+		name  string
+		files map[string]string
+		helm  func(u string) string // fleet.yaml helm section for the URL with credentials
+	}{
+		{name: "repository 404", helm: func(u string) string { return "repo: " + u + "\n  chart: x\n" }},
+		{name: "invalid index", files: map[string]string{"index.yaml": "<html></html>"},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: x\n" }},
+		{name: "index without apiVersion", files: map[string]string{"index.yaml": "entries: {}\n"},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: x\n" }},
+		{name: "chart not in index", files: map[string]string{"index.yaml": index},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: other\n" }},
+		{name: "version not in index", files: map[string]string{"index.yaml": index},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: x\n  version: 9.0.0\n" }},
+		{name: "archive 404", files: map[string]string{"index.yaml": index},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: x\n" }},
+		{name: "bad archive", files: map[string]string{"index.yaml": index, "x-1.0.0.tgz": "not a chart"},
+			helm: func(u string) string { return "repo: " + u + "\n  chart: x\n" }},
+		{name: "chart URL bad archive", files: map[string]string{"x.tgz": "not a chart"},
+			helm: func(u string) string { return "chart: " + u + "/x.tgz\n" }},
+		{name: "chart URL 404", helm: func(u string) string { return "chart: " + u + "/x.tgz\n" }},
+		{name: "repo without chart", helm: func(u string) string { return "repo: " + u + "\n" }},
+		{name: "oci chart", helm: func(u string) string {
+			return "chart: oci://" + strings.TrimPrefix(u, "http://") + "/charts/x\n  version: 1.0.0\n"
+		}},
+		{name: "oci chart constraint", helm: func(u string) string {
+			return "chart: oci://" + strings.TrimPrefix(u, "http://") + "/charts/x\n  version: ^1.0.0\n"
+		}},
+		{name: "oci repo", helm: func(u string) string {
+			return "repo: oci://" + strings.TrimPrefix(u, "http://") + "/charts\n  chart: x\n"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			host := credRepo(t, tc.files)
+			u := "http://fleet:" + password + "@" + host
+			dir := writeRepo(t, map[string]string{"fleet.yaml": "helm:\n  " + tc.helm(u)})
+			_, err := readOne(t, dir, Options{Auth: HelmAuth{BasicHTTP: true}})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), password) {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), host) {
+				t.Fatalf("error does not name the host %s: %v", host, err)
+			}
+		})
+	}
+	t.Run("dependency repository", func(t *testing.T) {
+		host := credRepo(t, nil)
+		dir := writeRepo(t, map[string]string{
+			"fleet.yaml":       "helm:\n  chart: chart\n",
+			"chart/Chart.yaml": "apiVersion: v2\nname: local\nversion: 0.1.0\ndependencies:\n- name: dep\n  version: 1.0.0\n  repository: http://fleet:" + password + "@" + host + "\n",
+		})
+		_, err := readOne(t, dir, Options{})
+		if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), host) {
+			t.Fatalf("err = %v, want an error naming %s without the password", err, host)
+		}
+	})
+	t.Run("HelmOp", func(t *testing.T) {
+		host := credRepo(t, nil)
+		_, err := ReadHelmOp(context.Background(), "op", &fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+			Helm: &fleet.HelmOptions{Repo: "http://fleet:" + password + "@" + host, Chart: "x"},
+		}}, Options{})
+		if err == nil || strings.Contains(err.Error(), password) || !strings.Contains(err.Error(), host) {
+			t.Fatalf("err = %v, want an error naming %s without the password", err, host)
+		}
+	})
+}
+
+// TestChartInvalidVersion: a version that is neither a version nor a semver
+// constraint is an input error callers can tell from a repository failure
+// (errors.Is ErrInvalidVersion, and ErrInvalidSpec for a HelmOp), naming
+// the version, whatever the chart source.
+func TestChartInvalidVersion(t *testing.T) {
+	srv := helmrepo.New(t, helmrepo.Options{})
+	srv.Publish(t, helmrepo.Chart(t, "mychart", "1.0.0"))
+	down := helmrepo.New(t, helmrepo.Options{})
+	downURL := down.URL
+	down.Close()
+	host := ociRegistry(t, "", "", helmrepo.Chart(t, "ocichart", "1.0.0"))
+	for _, version := range []string{"1.x.y.z", ">= foo"} {
+		cases := []struct{ name, fleetYAML string }{
+			{name: "repository", fleetYAML: "helm:\n  repo: " + srv.URL + "\n  chart: mychart\n  version: '" + version + "'\n"},
+			{name: "unreachable repository", fleetYAML: "helm:\n  repo: " + downURL + "\n  chart: mychart\n  version: '" + version + "'\n"},
+			{name: "oci chart", fleetYAML: "helm:\n  chart: oci://" + host + "/charts/ocichart\n  version: '" + version + "'\n"},
+			{name: "oci repo", fleetYAML: "helm:\n  repo: oci://" + host + "/charts\n  chart: ocichart\n  version: '" + version + "'\n"},
+			{name: "target customization", fleetYAML: "helm:\n  repo: " + srv.URL + "\n  chart: mychart\ntargetCustomizations:\n- name: t\n  clusterGroup: g\n  helm:\n    version: '" + version + "'\n"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name+" "+version, func(t *testing.T) {
+				_, err := readOne(t, writeRepo(t, map[string]string{"fleet.yaml": tc.fleetYAML}), Options{Auth: HelmAuth{BasicHTTP: true}})
+				if !errors.Is(err, ErrInvalidVersion) {
+					t.Fatalf("err = %v, want ErrInvalidVersion", err)
+				}
+				if !strings.Contains(err.Error(), `"`+version+`"`) {
+					t.Errorf("err = %v, want it to name the version %q", err, version)
+				}
+			})
+		}
+		t.Run("dependency "+version, func(t *testing.T) {
+			dir := writeRepo(t, map[string]string{
+				"fleet.yaml":       "helm:\n  chart: chart\n",
+				"chart/Chart.yaml": "apiVersion: v2\nname: local\nversion: 0.1.0\ndependencies:\n- name: mychart\n  version: '" + version + "'\n  repository: " + srv.URL + "\n",
+			})
+			_, err := readOne(t, dir, Options{})
+			if !errors.Is(err, ErrInvalidVersion) || !strings.Contains(err.Error(), `"`+version+`"`) {
+				t.Fatalf("err = %v, want ErrInvalidVersion naming %q", err, version)
+			}
+		})
+		t.Run("HelmOp "+version, func(t *testing.T) {
+			_, err := ReadHelmOp(context.Background(), "op", &fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+				Helm: &fleet.HelmOptions{Repo: srv.URL, Chart: "mychart", Version: version},
+			}}, Options{})
+			if !errors.Is(err, ErrInvalidVersion) || !errors.Is(err, ErrInvalidSpec) {
+				t.Fatalf("err = %v, want ErrInvalidVersion and ErrInvalidSpec", err)
+			}
+		})
+	}
+	// A repository failure or a version that is valid but missing is not
+	// an input error of this kind.
+	for _, fy := range []string{
+		"helm:\n  repo: " + downURL + "\n  chart: mychart\n  version: 1.0.0\n",
+		"helm:\n  repo: " + srv.URL + "\n  chart: mychart\n  version: '>=3'\n",
+	} {
+		_, err := readOne(t, writeRepo(t, map[string]string{"fleet.yaml": fy}), Options{})
+		if err == nil || errors.Is(err, ErrInvalidVersion) {
+			t.Errorf("err = %v, want an error that is not ErrInvalidVersion", err)
+		}
+	}
+}
+
+// TestRedact: user info goes, whatever the form of the URL, and the host
+// stays.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://fleet:s3cr3t@charts.example.com/x":             "https://charts.example.com/x",
+		"https://token@charts.example.com":                      "https://charts.example.com",
+		"https://charts.example.com/a@b":                        "https://charts.example.com/a@b",
+		"oci://fleet:s3cr3t@reg.example.com/charts":             "oci://reg.example.com/charts",
+		"git::https://u:s3cr3t@git.example.com/r//chart?ref=v1": "git::https://git.example.com/r//chart?ref=v1",
+		// Unparsable: the authority up to the last "@" goes.
+		"https://fleet:s3c/r3t@charts.example.com/x":  "https://charts.example.com/x",
+		"https://fleet:s3cr3t%zz@charts.example.com/": "https://charts.example.com/",
+		"charts/local": "charts/local",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := redactRef("fleet:s3cr3t@reg.example.com/charts/x"); got != "reg.example.com/charts/x" {
+		t.Errorf("redactRef = %q", got)
 	}
 }

@@ -27,11 +27,11 @@ func parseGitChart(s string) (gitChart, error) {
 	if i := strings.LastIndex(raw, "?"); i >= 0 {
 		q, err := url.ParseQuery(raw[i+1:])
 		if err != nil {
-			return gitChart{}, fmt.Errorf("helm.chart %q: %w", s, err)
+			return gitChart{}, fmt.Errorf("helm.chart %q: %w", redact(s), err)
 		}
 		for k := range q {
 			if k != "ref" {
-				return gitChart{}, fmt.Errorf("helm.chart %q: unsupported parameter %q (only ref)", s, k)
+				return gitChart{}, fmt.Errorf("helm.chart %q: unsupported parameter %q (only ref)", redact(s), k)
 			}
 		}
 		ref, raw = q.Get("ref"), raw[:i]
@@ -51,7 +51,7 @@ func parseGitChart(s string) (gitChart, error) {
 	}
 	dir = path.Clean("/" + dir)[1:]
 	if raw == "" || escapes {
-		return gitChart{}, fmt.Errorf("helm.chart %q: want git::<repository URL>[//<directory>][?ref=<ref>]", s)
+		return gitChart{}, fmt.Errorf("helm.chart %q: want git::<repository URL>[//<directory>][?ref=<ref>]", redact(s))
 	}
 	return gitChart{url: raw, dir: dir, ref: ref}, nil
 }

@@ -166,12 +166,19 @@ func isYAMLName(n string) bool {
 // discover returns the bundle directories under base (absolute, inside the
 // root), as Fleet does: every directory with a fleet.yaml, plus base itself
 // when it, or a sub-directory that is not a bundle of its own, holds YAML.
+// Only YAML that base's bundle would hold counts: what a .fleetignore
+// excludes (and special files) is left out as loadBundleDir leaves it out,
+// so base never becomes a bundle with nothing of that YAML to deploy. A
+// fleet.yaml below an ignored directory still defines its own bundle.
 func (f *fsys) discover(base string) ([]string, error) {
 	var dirs []string
 	baseHasYAML := false
 	visited := map[string]bool{}
-	var walk func(dir string, underBundle bool) error
-	walk = func(dir string, underBundle bool) error {
+	// rel is dir relative to base; owned says that dir's files would be
+	// base's (not in a bundle of its own below base, not ignored); rules
+	// are base's .fleetignore rules, as loadBundleDir(base) builds them.
+	var walk func(dir, rel string, owned bool, rules []ignoreRule) error
+	walk = func(dir, rel string, owned bool, rules []ignoreRule) error {
 		if first, err := f.firstVisit(dir, visited); err != nil || !first {
 			return err
 		}
@@ -179,28 +186,38 @@ func (f *fsys) discover(base string) ([]string, error) {
 		if isBundle {
 			dirs = append(dirs, dir)
 		}
+		owned = owned && !(isBundle && dir != base)
+		if owned {
+			if data, err := os.ReadFile(filepath.Join(dir, ".fleetignore")); err == nil {
+				rules = append(append([]ignoreRule(nil), rules...), parseIgnore(rel, data)...)
+			}
+		}
 		entries, err := f.readDir(dir)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
+			r := path.Join(rel, e.name)
+			if e.special {
+				continue // sockets, devices: never part of a bundle
+			}
 			if e.isDir {
 				if e.name == ".git" {
 					continue
 				}
-				if err := walk(e.path, underBundle || (isBundle && dir != base)); err != nil {
+				if err := walk(e.path, r, owned && !ignored(rules, r, true), rules); err != nil {
 					return err
 				}
 				continue
 			}
-			// YAML counts for the base only when no bundle below base owns it.
-			if isYAMLName(e.name) && !underBundle && !(isBundle && dir != base) {
+			// YAML counts for the base only when its bundle would hold it.
+			if owned && isYAMLName(e.name) && !ignored(rules, r, false) {
 				baseHasYAML = true
 			}
 		}
 		return nil
 	}
-	if err := walk(base, false); err != nil {
+	if err := walk(base, "", true, nil); err != nil {
 		return nil, err
 	}
 	if (len(dirs) == 0 || dirs[0] != base) && baseHasYAML {

@@ -24,7 +24,7 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 		return nil, specError("spec.helm.chart is required: name the chart to deploy")
 	}
 	if h.Repo == "" && !remoteChart(h.Chart) {
-		return nil, specError(fmt.Sprintf("spec.helm.chart %q: a HelmOp needs a chart from a repository: set spec.helm.repo, or use an oci://, http(s):// or git:: chart", h.Chart))
+		return nil, specError(fmt.Sprintf("spec.helm.chart %q: a HelmOp needs a chart from a repository: set spec.helm.repo, or use an oci://, http(s):// or git:: chart", redact(h.Chart)))
 	}
 	if len(h.ValuesFiles) > 0 {
 		return nil, specError("spec.helm.valuesFiles: a HelmOp has no files to read values from; use spec.helm.values or valuesFrom")
@@ -49,7 +49,13 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 	if err != nil {
 		return nil, err
 	}
-	return readBundle(ctx, bundleInput{name: name, fs: fs, dir: fs.root, fleetYAML: data, opts: &opts})
+	b, err := readBundle(ctx, bundleInput{name: name, fs: fs, dir: fs.root, fleetYAML: data, opts: &opts})
+	if errors.Is(err, ErrInvalidVersion) {
+		// spec.helm.version (or a version the chart's dependencies name)
+		// has to change: no retry helps.
+		return nil, invalidSpec{err}
+	}
+	return b, err
 }
 
 // ErrInvalidSpec matches the errors of ReadHelmOp that no retry can fix:
@@ -60,6 +66,13 @@ type specError string
 
 func (e specError) Error() string        { return string(e) }
 func (e specError) Is(target error) bool { return target == ErrInvalidSpec }
+
+// invalidSpec marks err as one of ErrInvalidSpec, keeping what it matches.
+type invalidSpec struct{ err error }
+
+func (e invalidSpec) Error() string        { return e.err.Error() }
+func (e invalidSpec) Unwrap() error        { return e.err }
+func (e invalidSpec) Is(target error) bool { return target == ErrInvalidSpec }
 
 func remoteChart(chart string) bool {
 	for _, p := range []string{"oci://", "http://", "https://", "git::"} {

@@ -3,6 +3,7 @@ package bundlereader
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -109,6 +110,60 @@ func TestFleetIgnore(t *testing.T) {
 	want := []string{"a.yaml", "deep/a/b/c.yaml", "keep.md", "sub/only-root.yaml"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("resources = %v, want %v", got, want)
+	}
+}
+
+// TestFleetIgnoreInDiscovery: YAML a .fleetignore excludes does not make
+// its directory a bundle; only the bundles with content remain.
+func TestFleetIgnoreInDiscovery(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{name: "ignored docs directory", files: map[string]string{
+			".fleetignore":   "docs/\n",
+			"docs/a.yaml":    "kind: Doc\n",
+			"docs/b/c.yml":   "kind: Doc\n",
+			"app/fleet.yaml": "{}\n",
+			"app/cm.yaml":    "kind: ConfigMap\n",
+		}, want: []string{"r-app"}},
+		{name: "ignored by pattern", files: map[string]string{
+			".fleetignore":   "*.yaml\n",
+			"notes.yaml":     "kind: Doc\n",
+			"app/fleet.yaml": "{}\n",
+			"app/cm.yaml":    "kind: ConfigMap\n",
+		}, want: []string{"r-app"}},
+		// A fleet.yaml below an ignored directory still defines a bundle of
+		// its own: ignore files select the files of a bundle, not bundles.
+		{name: "bundle below an ignored directory", files: map[string]string{
+			".fleetignore":        "docs/\n",
+			"docs/a.yaml":         "kind: Doc\n",
+			"docs/app/fleet.yaml": "{}\n",
+			"docs/app/cm.yaml":    "kind: ConfigMap\n",
+		}, want: []string{"r-docs-app"}},
+		{name: "re-included YAML keeps the root", files: map[string]string{
+			".fleetignore":   "*.yaml\n!keep.yaml\n",
+			"notes.yaml":     "kind: Doc\n",
+			"keep.yaml":      "kind: ConfigMap\n",
+			"app/fleet.yaml": "{}\n",
+		}, want: []string{"r", "r-app"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bs, err := Read(context.Background(), "r", writeRepo(t, tc.files), nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bundleNames(bs); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("bundles = %q, want %q", got, tc.want)
+			}
+			for _, b := range bs {
+				if len(b.Spec.Resources) == 0 && b.Name != "r-app" {
+					t.Errorf("bundle %s has no resources", b.Name)
+				}
+			}
+		})
 	}
 }
 
@@ -247,6 +302,21 @@ func TestBadInput(t *testing.T) {
 		{name: "one of several paths is a file", files: map[string]string{"app/fleet.yaml": "", "other.yaml": "kind: A\n"}, paths: []string{"app", "other.yaml"},
 			want: `path "other.yaml" is a file`},
 		{name: "nothing to deploy", files: map[string]string{"docs/README.md": ""}, want: "no fleet.yaml and no YAML manifests found"},
+		// YAML a .fleetignore excludes is not deployed, so it must not make
+		// the path a bundle: an empty bundle would replace what is deployed.
+		{name: "only ignored YAML in path", files: map[string]string{"p/x.yaml": "kind: A\n", "p/.fleetignore": "*.yaml\n"}, paths: []string{"p"},
+			want: `path "p": no fleet.yaml and no YAML manifests found`},
+		{name: "only ignored YAML in root", files: map[string]string{"x.yaml": "kind: A\n", "sub/y.yml": "kind: B\n", ".fleetignore": "*.yaml\nsub/\n"},
+			want: `path ".": no fleet.yaml and no YAML manifests found`},
+		{name: "YAML ignored by a nested .fleetignore", files: map[string]string{"README.md": "", "sub/x.yaml": "kind: A\n", "sub/.fleetignore": "x.yaml\n"},
+			want: `path ".": no fleet.yaml and no YAML manifests found`},
+		{name: "only a socket named like YAML", setup: func(t *testing.T, dir string) {
+			l, err := net.Listen("unix", filepath.Join(dir, "s.yaml"))
+			if err != nil {
+				t.Skipf("no unix sockets: %v", err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+		}, want: `path ".": no fleet.yaml and no YAML manifests found`},
 		{name: "duplicate names", files: map[string]string{"a/fleet.yaml": "name: same\n", "b/fleet.yaml": "name: same\n"}, want: `both produce bundle "same"`},
 		{name: "bad regex", files: map[string]string{"fleet.yaml": ""}, opts: Options{HelmRepoURLRegex: "("}, want: "invalid helm repo URL regex"},
 	}
