@@ -15,10 +15,10 @@ import (
 )
 
 // TestNamespaceSelectorRestriction checks how the GitRepoRestrictions'
-// allowedTargetNamespaceSelector reaches each target's options: first
-// non-nil by restriction name, overriding whatever the bundle or a target
-// customization set, cleared when no restriction sets one, and an invalid
-// selector stops the bundle.
+// allowedTargetNamespaceSelector reaches each target's options: all
+// restrictions' selectors merged (see TestNamespaceSelectorsCombine),
+// overriding whatever the bundle or a target customization set, cleared
+// when no restriction sets one, and an invalid selector stops the bundle.
 func TestNamespaceSelectorRestriction(t *testing.T) {
 	restriction := func(name string, s *metav1.LabelSelector) *fleet.GitRepoRestriction {
 		return &fleet.GitRepoRestriction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws"}, AllowedTargetNamespaceSelector: s}
@@ -35,7 +35,7 @@ func TestNamespaceSelectorRestriction(t *testing.T) {
 		{name: "no restriction", want: nil},
 		{name: "restriction without selector", restrictions: []*fleet.GitRepoRestriction{restriction("r", nil)}, want: nil},
 		{name: "selector copied", restrictions: []*fleet.GitRepoRestriction{restriction("r", sel("team", "a"))}, want: sel("team", "a")},
-		{name: "first by name wins", restrictions: []*fleet.GitRepoRestriction{restriction("z", sel("team", "z")), restriction("b", nil), restriction("a", sel("team", "a"))}, want: sel("team", "a")},
+		{name: "all merged", restrictions: []*fleet.GitRepoRestriction{restriction("z", sel("env", "prod")), restriction("b", nil), restriction("a", sel("team", "a"))}, want: sel("env", "prod", "team", "a")},
 		{name: "bundle cannot override", restrictions: []*fleet.GitRepoRestriction{restriction("r", sel("team", "a"))}, bundleSel: &metav1.LabelSelector{}, custSel: sel("team", "b"), want: sel("team", "a")},
 		{name: "bundle cannot fake one", bundleSel: sel("team", "b"), want: nil},
 		{name: "invalid selector", restrictions: []*fleet.GitRepoRestriction{restriction("broken", bad)}, bundErr: `GitRepoRestriction broken: invalid allowedTargetNamespaceSelector`},

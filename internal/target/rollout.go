@@ -286,7 +286,9 @@ func partitions(b *fleet.Bundle, rs *fleet.RolloutStrategy, plans []*Plan) ([]*P
 	var parts []*Partition
 	for off := 0; off < len(sorted); off += n {
 		end := min(off+n, len(sorted))
-		parts = append(parts, &Partition{Name: fmt.Sprintf("Partition %d - %d", off, end-1), Plans: sorted[off:end]})
+		// Fleet's names give the end exclusively ("Partition 0 - 50",
+		// "Partition 50 - 100"); they are shown in the Bundle status.
+		parts = append(parts, &Partition{Name: fmt.Sprintf("Partition %d - %d", off, end), Plans: sorted[off:end]})
 	}
 	return parts, nil
 }

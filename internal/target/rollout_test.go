@@ -191,8 +191,8 @@ func TestAutoPartitions(t *testing.T) {
 		parts []string
 	}{
 		{"below threshold", 199, nil, []string{"All"}},
-		{"at threshold 25%", 200, nil, []string{"Partition 0 - 49", "Partition 50 - 99", "Partition 100 - 149", "Partition 150 - 199"}},
-		{"custom size and threshold", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromInt32(2))}, []string{"Partition 0 - 1", "Partition 2 - 3", "Partition 4 - 4"}},
+		{"at threshold 25%", 200, nil, []string{"Partition 0 - 50", "Partition 50 - 100", "Partition 100 - 150", "Partition 150 - 200"}},
+		{"custom size and threshold", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromInt32(2))}, []string{"Partition 0 - 2", "Partition 2 - 4", "Partition 4 - 5"}},
 		{"threshold 0 disables", 500, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(0)}, []string{"All"}},
 	}
 	for _, c := range cases {

@@ -267,8 +267,9 @@ type restrictions struct {
 	allowedSAs []string
 	repos      []*regexp.Regexp
 	namespaces []string
-	// nsSelector is the first allowedTargetNamespaceSelector by restriction
-	// name; the agent enforces it against the downstream namespace's labels.
+	// nsSelector combines the allowedTargetNamespaceSelectors of all
+	// restrictions (a namespace must match every one); the agent enforces
+	// it against the downstream namespace's labels.
 	nsSelector *metav1.LabelSelector
 }
 
@@ -280,11 +281,11 @@ func aggregate(list []*fleet.GitRepoRestriction) (*restrictions, error) {
 		if r.defaultSA == "" {
 			r.defaultSA = x.DefaultServiceAccount
 		}
-		if r.nsSelector == nil && x.AllowedTargetNamespaceSelector != nil {
+		if x.AllowedTargetNamespaceSelector != nil {
 			if _, err := metav1.LabelSelectorAsSelector(x.AllowedTargetNamespaceSelector); err != nil {
 				return nil, fmt.Errorf("GitRepoRestriction %s: invalid allowedTargetNamespaceSelector: %w", x.Name, err)
 			}
-			r.nsSelector = x.AllowedTargetNamespaceSelector.DeepCopy()
+			r.nsSelector = mergeSelector(r.nsSelector, x.AllowedTargetNamespaceSelector)
 		}
 		r.allowedSAs = append(r.allowedSAs, x.AllowedServiceAccounts...)
 		r.namespaces = append(r.namespaces, x.AllowedTargetNamespaces...)
@@ -297,6 +298,45 @@ func aggregate(list []*fleet.GitRepoRestriction) (*restrictions, error) {
 		}
 	}
 	return r, nil
+}
+
+// mergeSelector returns the selector that matches what both into and add
+// match, as Fleet's labelselectors.Merge does for the restrictions of a
+// namespace: matchLabels are merged and matchExpressions concatenated
+// (identical ones once). Where add wants another value for a label into
+// already has, the value becomes an In expression, so that no namespace
+// matches both; Fleet lets the last restriction's value win, which would
+// let one restriction loosen another. into may be nil; add is not modified.
+func mergeSelector(into, add *metav1.LabelSelector) *metav1.LabelSelector {
+	if into == nil {
+		return add.DeepCopy()
+	}
+	for _, k := range sortedKeys(add.MatchLabels) {
+		v := add.MatchLabels[k]
+		if cur, ok := into.MatchLabels[k]; ok && cur != v {
+			into.MatchExpressions = appendRequirement(into.MatchExpressions,
+				metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+			continue
+		}
+		if into.MatchLabels == nil {
+			into.MatchLabels = map[string]string{}
+		}
+		into.MatchLabels[k] = v
+	}
+	for _, e := range add.MatchExpressions {
+		into.MatchExpressions = appendRequirement(into.MatchExpressions, *e.DeepCopy())
+	}
+	return into
+}
+
+// appendRequirement appends e unless list already has it.
+func appendRequirement(list []metav1.LabelSelectorRequirement, e metav1.LabelSelectorRequirement) []metav1.LabelSelectorRequirement {
+	for _, x := range list {
+		if x.Key == e.Key && x.Operator == e.Operator && slices.Equal(x.Values, e.Values) {
+			return list
+		}
+	}
+	return append(list, e)
 }
 
 func (r *restrictions) checkRepo(url string) error {

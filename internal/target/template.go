@@ -31,6 +31,12 @@ var funcMap = func() template.FuncMap {
 
 // TemplateContext is what `${ }` templates in Helm values can see.
 func TemplateContext(c *fleet.Cluster) map[string]interface{} {
+	return templateContext(c, cleanLabels(c.Labels))
+}
+
+// templateContext is TemplateContext with the cluster's cleaned labels
+// already computed.
+func templateContext(c *fleet.Cluster, lbls map[string]string) map[string]interface{} {
 	values := map[string]interface{}{}
 	if c.Spec.TemplateValues != nil && c.Spec.TemplateValues.Data != nil {
 		values = c.Spec.TemplateValues.DeepCopy().Data
@@ -38,20 +44,45 @@ func TemplateContext(c *fleet.Cluster) map[string]interface{} {
 	return map[string]interface{}{
 		"ClusterName":        c.Name,
 		"ClusterNamespace":   c.Namespace,
-		"ClusterLabels":      cleanLabels(c.Labels),
-		"ClusterAnnotations": cleanLabels(c.Annotations),
+		"ClusterLabels":      toDict(lbls),
+		"ClusterAnnotations": toDict(cleanAnnotations(c.Annotations)),
 		"ClusterValues":      values,
 	}
 }
 
-// cleanLabels drops Rancher-internal keys but keeps fleet.cattle.io/ and
-// management.cattle.io/ ones, which users select on.
-func cleanLabels(in map[string]string) map[string]interface{} {
-	out := map[string]interface{}{}
+// cleanAnnotations drops the keys Fleet (wrangler's
+// CleanAnnotationsForExport) drops: kubectl's bookkeeping, such as a
+// cluster's whole last-applied-configuration, and Rancher-internal keys,
+// which contain "cattle.io/". A key like "provider.cattle.io", without the
+// slash, is kept, as in Fleet.
+func cleanAnnotations(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
 	for k, v := range in {
-		if strings.Contains(k, "cattle.io") && !strings.HasPrefix(k, "fleet.cattle.io/") && !strings.HasPrefix(k, "management.cattle.io/") {
+		if strings.HasPrefix(k, "kubectl.kubernetes.io/") || strings.Contains(k, "cattle.io/") {
 			continue
 		}
+		out[k] = v
+	}
+	return out
+}
+
+// cleanLabels is cleanAnnotations, but keeps fleet.cattle.io/ and
+// management.cattle.io/ labels, which users select and template on.
+func cleanLabels(in map[string]string) map[string]string {
+	out := cleanAnnotations(in)
+	for k, v := range in {
+		if strings.HasPrefix(k, "fleet.cattle.io/") || strings.HasPrefix(k, "management.cattle.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// toDict converts to the map type sprig's dict functions (get, hasKey,
+// default) expect.
+func toDict(in map[string]string) map[string]interface{} {
+	out := make(map[string]interface{}, len(in))
+	for k, v := range in {
 		out[k] = v
 	}
 	return out
@@ -84,20 +115,11 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 	if h.Values != nil && h.Values.Data != nil {
 		values = h.Values.Data
 	}
-	values = replaceLabelRefs(values, c.Labels, 0).(map[string]interface{})
+	// Label references see the cleaned labels, the same as .ClusterLabels.
+	lbls := cleanLabels(c.Labels)
+	values = replaceLabelRefs(values, lbls, 0).(map[string]interface{})
 	if !h.DisablePreProcess {
-		ctx := TemplateContext(c)
-		for _, k := range sortedKeys(h.TemplateValues) {
-			rendered, err := r.execute("templateValues."+k, h.TemplateValues[k], ctx)
-			if err != nil {
-				return opts, err
-			}
-			var v interface{}
-			if err := yaml.Unmarshal([]byte(rendered), &v); err != nil {
-				return opts, fmt.Errorf("templateValues.%s: rendered value is not YAML: %w", k, err)
-			}
-			values[k] = v
-		}
+		ctx := templateContext(c, lbls)
 		data, err := yaml.Marshal(values)
 		if err != nil {
 			return opts, err
@@ -112,6 +134,21 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 		}
 		if values == nil {
 			values = map[string]interface{}{}
+		}
+		// templateValues are rendered once, after values, and replace
+		// top-level keys, as in Fleet. Their output is data: rendering it
+		// again with values would run a cluster's "echo ${HOME}" as a
+		// template.
+		for _, k := range sortedKeys(h.TemplateValues) {
+			out, err := r.execute("templateValues."+k, h.TemplateValues[k], ctx)
+			if err != nil {
+				return opts, err
+			}
+			var v interface{}
+			if err := yaml.Unmarshal([]byte(out), &v); err != nil {
+				return opts, fmt.Errorf("templateValues.%s: rendered value is not YAML: %w", k, err)
+			}
+			values[k] = v
 		}
 		h.TemplateValues = nil
 	}

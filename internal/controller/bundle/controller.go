@@ -142,7 +142,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleet.Bundle{}, builder.WithPredicates(bundlePreds)).
 		Watches(&fleet.BundleDeployment{}, r.deploymentHandler()).
 		Watches(&fleet.Cluster{}, r.clusterHandler()).
-		Watches(&fleet.ClusterGroup{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() })).
+		Watches(&fleet.ClusterGroup{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() }),
+			builder.WithPredicates(clusterGroupTargetingChanged())).
 		Watches(&fleet.GitRepoRestriction{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() })).
 		Watches(&fleet.BundleNamespaceMapping{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() })).
 		Watches(&corev1.Namespace{}, r.namespaceLabelHandler()).
@@ -390,6 +391,16 @@ func deletionPredicate() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
 	}}
+}
+
+// clusterGroupTargetingChanged passes the ClusterGroup events that can
+// change targeting: create, delete, a new selector (the spec bumps the
+// generation; status writes, a subresource, do not) and new labels (matched
+// by clusterGroupSelector). The clusterstatus controller rewrites a group's
+// status about once a second during a rollout, and each write used to send
+// every bundle of the namespace through a full targeting pass.
+func clusterGroupTargetingChanged() predicate.Predicate {
+	return predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, deletionPredicate())
 }
 
 func deleteOnly() predicate.Predicate {
