@@ -1,17 +1,24 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -58,7 +65,23 @@ type ApplyFlags struct {
 	// OCIRegistrySecret is accepted so that Fleet's invocations work; OCI
 	// storage of contents is not implemented, so it only warns.
 	OCIRegistrySecret string
+	// SSHPrivateKeyFile and ImageScanEnabled are accepted for the same
+	// reason: git:: chart sources are fetched over HTTPS with the
+	// username and password, and image scans are not implemented.
+	SSHPrivateKeyFile string
+	ImageScanEnabled  bool
+
+	// BundleFile (-b) is a file of raw Bundle resources ("-" for stdin)
+	// written instead of bundles read from PATHs.
+	BundleFile string
+	// MaxConcurrency (--bundle-creation-max-concurrency) is how many
+	// bundles are written at once; 0 means apply.DefaultParallel.
+	MaxConcurrency int
 }
+
+// maxConcurrencyEnv is Fleet's environment variable for
+// --bundle-creation-max-concurrency.
+const maxConcurrencyEnv = "FLEET_BUNDLE_CREATION_MAX_CONCURRENCY"
 
 func newApplyCmd(g *Globals) *cobra.Command {
 	f := &ApplyFlags{}
@@ -72,9 +95,21 @@ fleet.cattle.io/repo-name that are no longer produced are deleted.
 
 With --driven-scan nothing is discovered: each PATH is one bundle directory, written
 DIR or DIR:OPTIONS where OPTIONS is a fleet.yaml-like file relative to DIR (fleet.yaml
-when omitted), and the bundle is named NAME-<dir>[-<options without extension>].`,
+when omitted), and the bundle is named NAME-<dir>[-<options without extension>].
+
+With -b FILE nothing is read from PATHs: FILE holds fleet.cattle.io/v1alpha1 Bundle
+resources (YAML or JSON, several documents allowed, "-" for stdin), such as the output
+of -o, which are written as they are, into the namespace given by -n, with the labels
+of -l and --commit added. Nothing is pruned.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if v := os.Getenv(maxConcurrencyEnv); v != "" && !cmd.Flags().Changed("bundle-creation-max-concurrency") {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return fmt.Errorf("%s=%q: not a number", maxConcurrencyEnv, v)
+				}
+				f.MaxConcurrency = n
+			}
 			return RunApply(cmd.Context(), g, f, args[0], args[1:], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -105,6 +140,10 @@ when omitted), and the bundle is named NAME-<dir>[-<options without extension>].
 	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
 	fl.StringVar(&f.DrivenScanSep, "driven-scan-sep", ":", "separator between a --driven-scan directory and its options file")
 	fl.StringVar(&f.OCIRegistrySecret, "oci-registry-secret", "", "accepted for compatibility with Fleet and ignored (with a warning): contents are stored as Content resources")
+	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "accepted for compatibility with Fleet and ignored (with a warning): git:: chart sources use --username and --password-file over HTTPS")
+	fl.BoolVar(&f.ImageScanEnabled, "imagescan-enabled", false, "accepted for compatibility with Fleet and ignored (with a warning): image scans are not implemented")
+	fl.StringVarP(&f.BundleFile, "bundle-file", "b", "", "write the Bundle resources of this file ('-' for stdin) instead of reading PATHs")
+	fl.IntVar(&f.MaxConcurrency, "bundle-creation-max-concurrency", 0, "how many bundles are written at once (env "+maxConcurrencyEnv+"; 0 means "+strconv.Itoa(apply.DefaultParallel)+")")
 	return cmd
 }
 
@@ -231,6 +270,22 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("NAME must not be empty: it is the prefix of every bundle name")
+	}
+	if f.MaxConcurrency < 0 {
+		return fmt.Errorf("--bundle-creation-max-concurrency must not be negative, got %d", f.MaxConcurrency)
+	}
+	if f.BundleFile != "" {
+		switch {
+		case len(paths) > 0:
+			return fmt.Errorf("-b writes the Bundles of a file and reads no PATH, got %q", paths)
+		case f.FleetFile != "":
+			return fmt.Errorf("-b and -f exclude each other")
+		case f.DrivenScan:
+			return fmt.Errorf("-b and --driven-scan exclude each other")
+		}
+	}
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -247,14 +302,27 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	if f.OCIRegistrySecret != "" {
 		fmt.Fprintln(stderr, "warning: --oci-registry-secret is ignored: bundle contents are stored as Content resources")
 	}
+	if f.SSHPrivateKeyFile != "" {
+		fmt.Fprintln(stderr, "warning: --ssh-privatekey-file is ignored: git:: chart sources are fetched over HTTPS with --username and --password-file")
+	}
+	if f.ImageScanEnabled {
+		fmt.Fprintln(stderr, "warning: --imagescan-enabled is ignored: image scans are not implemented")
+	}
+	log := logr.FromContextOrDiscard(ctx)
 	var bundles []*fleet.Bundle
-	if f.DrivenScan {
+	switch {
+	case f.BundleFile != "":
+		bundles, err = f.readBundleFile(stdin, g.Namespace, opts.Labels, stderr)
+	case f.DrivenScan:
 		bundles, err = ReadDriven(ctx, name, paths, f.DrivenScanSep, opts)
-	} else {
+	default:
 		bundles, err = ReadPaths(ctx, name, paths, opts)
 	}
 	if err != nil {
 		return err
+	}
+	for _, b := range bundles {
+		log.V(1).Info("bundle built", "namespace", b.Namespace, "name", b.Name, "resources", len(b.Spec.Resources))
 	}
 	if f.Output != "" {
 		out, err := BundlesYAML(bundles)
@@ -271,7 +339,97 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	if err != nil {
 		return err
 	}
-	return ApplyBundles(ctx, c, g.Namespace, bundles, opts.Labels, stdout)
+	return ApplyBundlesWith(ctx, c, f.applyOptions(g.Namespace, opts.Labels), bundles, stdout)
+}
+
+// applyOptions are the options of writing the bundles: --bundle-creation-
+// max-concurrency, and pruning by the repo-name label (never with -b: a
+// file of bundles is not the whole of a repository).
+func (f *ApplyFlags) applyOptions(namespace string, labels map[string]string) apply.Options {
+	opts := apply.Options{Namespace: namespace, Parallel: f.MaxConcurrency}
+	if repo := labels[fleet.RepoLabel]; repo != "" && f.BundleFile == "" {
+		opts.PruneSelector = map[string]string{fleet.RepoLabel: repo}
+	}
+	return opts
+}
+
+// readBundleFile is -b: the Bundles of the file as written (strictly
+// decoded, so that a misspelt field is an error rather than lost), moved
+// to namespace and given labels. The flags that shape bundles read from
+// PATHs do not apply; those given are warned about.
+func (f *ApplyFlags) readBundleFile(stdin io.Reader, namespace string, labels map[string]string, stderr io.Writer) ([]*fleet.Bundle, error) {
+	for _, ignored := range []struct {
+		flag string
+		set  bool
+	}{
+		{"--targets-file", f.TargetsFile != ""}, {"-c/--compress", f.Compress}, {"-a/--service-account", f.ServiceAccount != ""},
+		{"--sync-generation", f.SyncGeneration != 0}, {"--target-namespace", f.TargetNamespace != ""}, {"--paused", f.Paused},
+		{"--keep-resources", f.KeepResources}, {"--delete-namespace", f.DeleteNamespace},
+		{"--correct-drift", f.CorrectDrift || f.CorrectForce || f.CorrectKeepFail}, {"--max-bundle-size", f.MaxBundleSize != 0},
+	} {
+		if ignored.set {
+			fmt.Fprintf(stderr, "warning: %s is ignored with -b: the Bundles of the file are written as they are\n", ignored.flag)
+		}
+	}
+	var data []byte
+	var err error
+	if f.BundleFile == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
+	} else {
+		data, err = os.ReadFile(f.BundleFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-b: %w", err)
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*fleet.Bundle
+	seen := map[string]bool{}
+	for doc := 1; ; doc++ {
+		raw, err := reader.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-b %s: %w", f.BundleFile, err)
+		}
+		generic := map[string]any{}
+		if err := yaml.Unmarshal(raw, &generic); err != nil {
+			return nil, fmt.Errorf("-b %s: document %d: %w", f.BundleFile, doc, err)
+		}
+		if len(generic) == 0 {
+			continue // empty document
+		}
+		b := &fleet.Bundle{}
+		if err := yaml.UnmarshalStrict(raw, b); err != nil {
+			return nil, fmt.Errorf("-b %s: document %d: %w", f.BundleFile, doc, err)
+		}
+		if b.APIVersion != fleet.GroupVersion.String() || b.Kind != "Bundle" {
+			return nil, fmt.Errorf("-b %s: document %d is %s %s, not a %s Bundle", f.BundleFile, doc, b.APIVersion, b.Kind, fleet.GroupVersion)
+		}
+		if b.Name == "" {
+			return nil, fmt.Errorf("-b %s: document %d: the Bundle has no metadata.name", f.BundleFile, doc)
+		}
+		if seen[b.Name] {
+			return nil, fmt.Errorf("-b %s: Bundle %s appears twice", f.BundleFile, b.Name)
+		}
+		seen[b.Name] = true
+		if b.Namespace != "" && b.Namespace != namespace {
+			fmt.Fprintf(stderr, "warning: -b %s: Bundle %s is written to namespace %s (-n), not %s\n", f.BundleFile, b.Name, namespace, b.Namespace)
+		}
+		// Only what a user writes: server-set metadata (uid,
+		// resourceVersion, managedFields ...) and the status are dropped.
+		meta := metav1.ObjectMeta{Name: b.Name, Namespace: namespace, Labels: b.Labels, Annotations: b.Annotations}
+		if len(labels) > 0 && meta.Labels == nil {
+			meta.Labels = map[string]string{}
+		}
+		maps.Copy(meta.Labels, labels)
+		out = append(out, &fleet.Bundle{TypeMeta: b.TypeMeta, ObjectMeta: meta, Spec: b.Spec})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-b %s: no Bundle found", f.BundleFile)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
 // ReadPaths reads paths relative to the working directory as one
@@ -373,10 +531,12 @@ func BundlesYAML(bundles []*fleet.Bundle) ([]byte, error) {
 // ApplyBundles writes bundles and prunes those of the same repo that are
 // gone (only when the repo-name label is set).
 func ApplyBundles(ctx context.Context, c client.Client, namespace string, bundles []*fleet.Bundle, labels map[string]string, out io.Writer) error {
-	opts := apply.Options{Namespace: namespace}
-	if repo := labels[fleet.RepoLabel]; repo != "" {
-		opts.PruneSelector = map[string]string{fleet.RepoLabel: repo}
-	}
+	return ApplyBundlesWith(ctx, c, (&ApplyFlags{}).applyOptions(namespace, labels), bundles, out)
+}
+
+// ApplyBundlesWith writes bundles with opts and reports each change to out.
+func ApplyBundlesWith(ctx context.Context, c client.Client, opts apply.Options, bundles []*fleet.Bundle, out io.Writer) error {
+	namespace := opts.Namespace
 	res, err := apply.ApplyWithResult(ctx, c, bundles, opts)
 	if res != nil {
 		for _, n := range res.Created {

@@ -101,6 +101,8 @@ func TestApplyBadInput(t *testing.T) {
 	}{
 		{name: "missing path", args: []string{"test", "does-not-exist"}, want: `path "does-not-exist" does not exist`},
 		{name: "no name", args: []string{}, want: "requires at least 1 arg"},
+		{name: "empty name", args: []string{"", "simple"}, want: "NAME must not be empty"},
+		{name: "blank name", args: []string{" ", "."}, want: "NAME must not be empty"},
 		{name: "bad targets file", args: []string{"test", "simple", "--targets-file", "nope.yaml"}, want: "--targets-file"},
 		{name: "invalid fleet.yaml", args: []string{"test", "simple/sub", "-f", "-"}, want: "simple/sub/fleet.yaml: invalid YAML"},
 		{name: "-f with two paths", args: []string{"test", "simple", "kustomize", "-f", "-"}, want: "-f applies to a single PATH"},

@@ -2,14 +2,19 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	neturl "net/url"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -39,8 +44,10 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 			"the fleet-controller to issue its values, and print the agent manifests that register a cluster\n" +
 			"with it (or, with --values, the values.yaml for `helm install fleet-agent`). The token can\n" +
 			"register any number of clusters until its TTL expires.\n\n" +
-			"The API server URL and CA that agents use default to the ones in your kubeconfig; override\n" +
-			"them with --server-url and --ca-file (or --no-ca).\n\n" +
+			"The API server URL and CA that agents use are the ones the manager writes into the token's\n" +
+			"values (what fleet-controller was installed with), as in the token's Secret; override them\n" +
+			"with --server-url and --ca-file (or --no-ca). Only when the manager gives none are the server\n" +
+			"and CA of your kubeconfig used.\n\n" +
 			"--group names a ClusterGroup of the workspace: the labels of its selector's matchLabels are\n" +
 			"given to every cluster registered with the token, so that the cluster joins the group. The\n" +
 			"printed manifests then carry the fleet-agent ConfigMap with those labels (replacing one from\n" +
@@ -67,10 +74,10 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&opts.TTL, "ttl", "t", "1440m", "How long the generated registration token is valid, 0 means forever")
+	f.StringVarP(&opts.TTL, "ttl", "t", "1440m", "How long the generated registration token is valid, 0 means forever (negative is refused)")
 	f.StringVarP(&opts.Group, "group", "g", fleet.DefaultClusterGroup, "Cluster group to generate config for; when given, its matchLabels become the labels of registered clusters")
-	f.StringVar(&opts.ServerURL, "server-url", "", "The full URL to the fleet management server (default: from the kubeconfig)")
-	f.StringVarP(&opts.CAFile, "ca-file", "c", "", "File containing optional CA cert for fleet management server (default: from the kubeconfig)")
+	f.StringVar(&opts.ServerURL, "server-url", "", "The full https:// URL to the fleet management server (default: the token's apiServerURL, else the kubeconfig's)")
+	f.StringVarP(&opts.CAFile, "ca-file", "c", "", "File containing optional CA cert (PEM) for fleet management server (default: the token's apiServerCA, else the kubeconfig's)")
 	f.BoolVar(&opts.NoCA, "no-ca", false, "Do not give agents a CA (the server's certificate is publicly trusted)")
 	f.StringVar(&opts.SystemNamespace, "system-namespace", fleet.DefaultSystemNamespace, "System namespace of the controller and the agents")
 	f.BoolVar(&opts.ValuesOnly, "values", false, "Print only the values.yaml for helm install of the fleet-agent chart")
@@ -93,21 +100,32 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 	return cmd
 }
 
-// agentToken creates the token, waits for its values and renders the output.
+// agentToken validates the options, creates the token, waits for its
+// values and renders the output. Nothing is created when the options are
+// invalid; a token created for an output that then fails is deleted.
 func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspace string, opts agentTokenOptions, explicitGroup bool) (string, error) {
 	ttl, err := time.ParseDuration(opts.TTL)
 	if err != nil {
 		return "", fmt.Errorf("--ttl %q: %w", opts.TTL, err)
+	}
+	if ttl < 0 {
+		return "", fmt.Errorf("--ttl %q: must not be negative (0 means the token never expires)", opts.TTL)
+	}
+	if opts.Timeout <= 0 {
+		return "", fmt.Errorf("--timeout %s: must be positive", opts.Timeout)
+	}
+	if errs := validation.IsDNS1123Label(opts.SystemNamespace); len(errs) > 0 {
+		return "", fmt.Errorf("--system-namespace %q: %s", opts.SystemNamespace, strings.Join(errs, "; "))
+	}
+	override, err := endpointFlags(opts)
+	if err != nil {
+		return "", err
 	}
 	var groupLabels map[string]string
 	if explicitGroup {
 		if groupLabels, err = clusterGroupLabels(ctx, c, workspace, opts.Group); err != nil {
 			return "", err
 		}
-	}
-	url, ca, err := agentEndpoint(cfg, opts)
-	if err != nil {
-		return "", err
 	}
 
 	token := &fleet.ClusterRegistrationToken{
@@ -119,21 +137,33 @@ func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspac
 	if err := c.Create(ctx, token); err != nil {
 		return "", fmt.Errorf("creating ClusterRegistrationToken in %s: %w", workspace, err)
 	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("created ClusterRegistrationToken", "namespace", workspace, "name", token.Name)
+	out, err := agentTokenOutput(ctx, c, cfg, token, opts, override, groupLabels)
+	if err != nil {
+		return "", deleteToken(ctx, c, token, err)
+	}
+	return out, nil
+}
+
+// agentTokenOutput waits for the values of token and renders them.
+func agentTokenOutput(ctx context.Context, c client.Client, cfg *rest.Config, token *fleet.ClusterRegistrationToken, opts agentTokenOptions, override endpoint, groupLabels map[string]string) (string, error) {
 	raw, err := waitForTokenValues(ctx, c, token, opts.Timeout)
 	if err != nil {
 		return "", err
 	}
 	values, err := install.ParseValues(raw)
 	if err != nil {
-		return "", fmt.Errorf("values of ClusterRegistrationToken %s/%s: %w", workspace, token.Name, err)
+		return "", fmt.Errorf("values of ClusterRegistrationToken %s/%s: %w", token.Namespace, token.Name, err)
 	}
+	tokenURL, _ := values["apiServerURL"].(string)
+	tokenCA, _ := values["apiServerCA"].(string)
+	url, ca, err := agentEndpoint(cfg, override, endpoint{URL: tokenURL, CA: tokenCA})
+	if err != nil {
+		return "", err
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("agent endpoint", "apiServerURL", url, "tokenAPIServerURL", tokenURL, "caSet", ca != "")
 	values["apiServerURL"] = url
-	if ca != nil {
-		values["apiServerCA"] = string(ca)
-	}
-	if opts.NoCA {
-		values["apiServerCA"] = ""
-	}
+	values["apiServerCA"] = ca
 	if len(groupLabels) > 0 {
 		labels, _ := values["labels"].(map[string]any)
 		if labels == nil {
@@ -165,35 +195,108 @@ func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspac
 	})
 }
 
-// agentEndpoint is the URL and CA agents use: flags first, then the
-// kubeconfig. A nil CA means "keep what the token's values say".
-func agentEndpoint(cfg *rest.Config, opts agentTokenOptions) (string, []byte, error) {
-	url := opts.ServerURL
-	if url == "" {
-		url = cfg.Host
+// deleteToken deletes a token whose output failed with cause, so that no
+// usable token is left behind, and returns cause naming the token.
+func deleteToken(ctx context.Context, c client.Client, token *fleet.ClusterRegistrationToken, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := c.Delete(ctx, token); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w (ClusterRegistrationToken %s/%s was created but could not be deleted: %v; delete it: kubectl -n %s delete clusterregistrationtoken %s)",
+			cause, token.Namespace, token.Name, err, token.Namespace, token.Name)
 	}
-	if url == "" {
-		return "", nil, fmt.Errorf("no server URL: pass --server-url")
+	return fmt.Errorf("%w (ClusterRegistrationToken %s/%s deleted)", cause, token.Namespace, token.Name)
+}
+
+// endpoint is an API server URL and CA (PEM, or base64 of PEM); with set,
+// an empty CA means "none".
+type endpoint struct {
+	URL   string
+	CA    string
+	CASet bool
+}
+
+// endpointFlags checks --server-url, --ca-file and --no-ca before anything
+// is created.
+func endpointFlags(opts agentTokenOptions) (endpoint, error) {
+	e := endpoint{URL: opts.ServerURL}
+	if e.URL != "" {
+		if err := checkServerURL(e.URL); err != nil {
+			return e, fmt.Errorf("--server-url: %w", err)
+		}
 	}
 	switch {
 	case opts.NoCA:
-		return url, nil, nil
+		e.CASet = true
 	case opts.CAFile != "":
 		ca, err := os.ReadFile(opts.CAFile)
 		if err != nil {
-			return "", nil, fmt.Errorf("--ca-file: %w", err)
+			return e, fmt.Errorf("--ca-file: %w", err)
 		}
-		return url, ca, nil
+		if !isPEMOrBase64PEM(ca) {
+			return e, fmt.Errorf("--ca-file %s: not a PEM certificate (or base64 of one)", opts.CAFile)
+		}
+		e.CA, e.CASet = string(ca), true
+	}
+	return e, nil
+}
+
+// agentEndpoint is the URL and CA agents use. The flags win; then what the
+// manager wrote into the token's values (the URL and CA it was installed
+// with, which may differ from the address this kubeconfig reaches it at);
+// then the kubeconfig. The kubeconfig's CA is only used with its URL.
+func agentEndpoint(cfg *rest.Config, flags, token endpoint) (string, string, error) {
+	url, fromKubeconfig := flags.URL, false
+	if url == "" {
+		url = token.URL
+	}
+	if url == "" {
+		url, fromKubeconfig = cfg.Host, true
+	}
+	if url == "" {
+		return "", "", fmt.Errorf("no server URL in the token's values or the kubeconfig: pass --server-url")
+	}
+	if err := checkServerURL(url); err != nil {
+		return "", "", fmt.Errorf("server URL (pass --server-url): %w", err)
+	}
+	switch {
+	case flags.CASet:
+		return url, flags.CA, nil
+	case token.CA != "":
+		return url, token.CA, nil
+	case !fromKubeconfig:
+		return url, "", nil
 	case len(cfg.CAData) > 0:
-		return url, cfg.CAData, nil
+		return url, string(cfg.CAData), nil
 	case cfg.CAFile != "":
 		ca, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return "", nil, fmt.Errorf("reading the kubeconfig's certificate-authority: %w", err)
+			return "", "", fmt.Errorf("reading the kubeconfig's certificate-authority: %w", err)
 		}
-		return url, ca, nil
+		return url, string(ca), nil
 	}
-	return url, nil, nil
+	return url, "", nil
+}
+
+// checkServerURL: agents only talk HTTPS to the manager (the agent chart
+// refuses anything else).
+func checkServerURL(s string) error {
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q must be an https:// URL", s)
+	}
+	return nil
+}
+
+// isPEMOrBase64PEM is what the agent chart accepts as apiServerCA.
+func isPEMOrBase64PEM(b []byte) bool {
+	if strings.Contains(string(b), "-----BEGIN") {
+		return true
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	return err == nil && strings.Contains(string(dec), "-----BEGIN")
 }
 
 // clusterGroupLabels maps --group to labels: a ClusterGroup selects

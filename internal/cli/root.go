@@ -3,13 +3,21 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetgo/fleet/internal/scheme"
 	"github.com/fleetgo/fleet/internal/version"
@@ -20,6 +28,9 @@ type Globals struct {
 	Kubeconfig string
 	Context    string
 	Namespace  string
+	// Debug and DebugLevel are Fleet's --debug and --debug-level.
+	Debug      bool
+	DebugLevel int
 }
 
 // RESTConfig loads the kubeconfig from --kubeconfig, $KUBECONFIG or
@@ -42,6 +53,22 @@ func (g *Globals) Client() (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme.Scheme})
 }
 
+// setupDebugLog is --debug: a logger to w at V(max(1, --debug-level)) for
+// the CLI's own messages and controller-runtime's; --debug-level also sets
+// klog's verbosity (client-go's requests at 6 and above), as Fleet does.
+func (g *Globals) setupDebugLog(w io.Writer) logr.Logger {
+	v := min(max(g.DebugLevel, 1), 127)
+	log := zap.New(zap.WriteTo(w), zap.ConsoleEncoder(), zap.Level(zapcore.Level(-v)))
+	ctrl.SetLogger(log)
+	if g.DebugLevel > 0 {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", strconv.Itoa(g.DebugLevel))
+		klog.SetLogger(log)
+	}
+	return log.WithName("fleet")
+}
+
 // NewRoot returns the `fleet` command with every subcommand.
 func NewRoot() *cobra.Command {
 	g := &Globals{}
@@ -59,6 +86,19 @@ func NewRoot() *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.Kubeconfig, "kubeconfig", "k", "", "kubeconfig for the manager cluster (default $KUBECONFIG or ~/.kube/config)")
 	root.PersistentFlags().StringVar(&g.Context, "context", "", "kubeconfig context to use")
 	root.PersistentFlags().StringVarP(&g.Namespace, "namespace", "n", defNS, "namespace (workspace) of the objects (env NAMESPACE)")
+	root.PersistentFlags().BoolVar(&g.Debug, "debug", false, "log debug messages to stderr")
+	root.PersistentFlags().IntVar(&g.DebugLevel, "debug-level", 0, "verbosity of the debug log, also of client-go (klog -v); a level above 0 implies --debug")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if g.DebugLevel < 0 {
+			return fmt.Errorf("--debug-level must not be negative, got %d", g.DebugLevel)
+		}
+		if !g.Debug && g.DebugLevel == 0 {
+			return nil
+		}
+		log := g.setupDebugLog(cmd.ErrOrStderr())
+		cmd.SetContext(logr.NewContext(cmd.Context(), log))
+		return nil
+	}
 	root.AddCommand(newVersionCmd())
 	for _, add := range subcommands {
 		root.AddCommand(add(g))
