@@ -49,8 +49,10 @@ type Options struct {
 	// restarted at once) do not check in at the same instant. Until the
 	// first check-in the Cluster shows WaitCheckIn, so it stays short.
 	FirstDelay time.Duration
-	// OnRefused is called when the manager rejects the credential (401, or
-	// 403 three times in a row): the agent then stops and re-registers.
+	// OnRefused is called when the manager's API server rejects the
+	// credential (401 from the API server itself, not only from the
+	// content API; or 403 three times in a row): the agent then stops and
+	// re-registers.
 	OnRefused func(error)
 	// Now is the clock (tests).
 	Now func() time.Time
@@ -153,7 +155,16 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 // failed check-in rather than counted as a refused credential, up to
 // refusedBothLimit times in a row: after that the patch's refusal is
 // returned, so that an agent whose manager stopped serving the content API
-// for good ends up registering again (and gets the grant to patch). Other
+// for good ends up registering again (and gets the grant to patch).
+//
+// A 401 from the content API may be the API server's (the credential is
+// refused) or the manager's, when it cannot authenticate the aggregation
+// layer (its copy of a rotated request-header CA is stale, or an older
+// manager has not loaded it yet) after the API server accepted the
+// credential. So the patch is tried too, and only its 401, the API
+// server's own, is returned as one; any other answer of the patch makes
+// the check-in a failure to retry, never a refused credential, however
+// often it happens, and the content API is asked again next time. Other
 // errors (503: the manager is away) are returned as they are. Safe for
 // concurrent use.
 type Route struct {
@@ -172,7 +183,7 @@ func (r *Route) Send(ctx context.Context, viaAPI, patch func() error) error {
 	var apiErr error
 	if viaAPI != nil && !r.direct.Load() {
 		apiErr = viaAPI()
-		if !apierrors.IsNotFound(apiErr) && !apierrors.IsForbidden(apiErr) {
+		if !apierrors.IsNotFound(apiErr) && !apierrors.IsForbidden(apiErr) && !apierrors.IsUnauthorized(apiErr) {
 			if apiErr == nil {
 				r.refusedBoth.Store(0)
 			}
@@ -180,14 +191,18 @@ func (r *Route) Send(ctx context.Context, viaAPI, patch func() error) error {
 		}
 	}
 	err := patch()
+	managerUnauthorized := apierrors.IsUnauthorized(apiErr)
 	switch {
 	case err == nil:
 		r.refusedBoth.Store(0)
-		if apiErr != nil && !r.direct.Swap(true) {
+		if apiErr != nil && !managerUnauthorized && !r.direct.Swap(true) {
 			log.FromContext(ctx).Info("the manager's content API does not take this cluster's check-ins; patching the Cluster instead", "reason", apiErr.Error())
 		}
 		return nil
-	case apiErr != nil && r.refusedBoth.Add(1) <= refusedBothLimit:
+	case managerUnauthorized && !apierrors.IsUnauthorized(err):
+		// Not wrapped: neither answer may count as a refusal.
+		return fmt.Errorf("the content API did not authenticate the check-in (%v), though the API server accepts the credential (patch: %v)", apiErr, err)
+	case apiErr != nil && !managerUnauthorized && r.refusedBoth.Add(1) <= refusedBothLimit:
 		return apiErr
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,12 +92,20 @@ func TestStatus(t *testing.T) {
 // content API is asked again next time and its answer returned, not a 403
 // that would count as a refused credential (until that has gone on too
 // long to be a restart); a manager that is away (503)
-// is an error to retry, never a reason to patch the Cluster.
+// is an error to retry, never a reason to patch the Cluster. A 401 from the
+// content API (a manager that cannot authenticate the aggregation layer
+// yet) is tried by the patch too: only the API server's own 401 there is a
+// refused credential; the manager's alone is a failure to retry, however
+// often, and the content API is asked again next time.
 func TestReportRoute(t *testing.T) {
+	notRefused := func(err error) bool {
+		return err != nil && !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err)
+	}
 	for _, tc := range []struct {
 		name         string
 		code         int
 		patchRefused bool
+		patchErr     error // the patch's error when patchRefused (default 403)
 		wantErr      func(error) bool
 		wantPatched  bool
 		reports      int // default 2
@@ -108,6 +117,11 @@ func TestReportRoute(t *testing.T) {
 		{name: "not served, and no grant to patch", code: http.StatusNotFound, patchRefused: true, wantErr: apierrors.IsNotFound, wantAsked: 2},
 		{name: "not served for good, and no grant to patch: the refusal counts", code: http.StatusNotFound, patchRefused: true, reports: refusedBothLimit + 1, wantErr: apierrors.IsForbidden, wantAsked: refusedBothLimit + 1},
 		{name: "manager away", code: http.StatusServiceUnavailable, wantErr: apierrors.IsServiceUnavailable, wantAsked: 2},
+		{name: "manager cannot authenticate the aggregation layer: patched", code: http.StatusUnauthorized, wantPatched: true, wantAsked: 2},
+		{name: "manager cannot authenticate the aggregation layer, and no grant to patch: never a refusal", code: http.StatusUnauthorized,
+			patchRefused: true, reports: refusedBothLimit + 2, wantErr: notRefused, wantAsked: refusedBothLimit + 2},
+		{name: "credential revoked: the API server refuses the patch too", code: http.StatusUnauthorized, patchRefused: true,
+			patchErr: apierrors.NewUnauthorized("invalid bearer token"), wantErr: apierrors.IsUnauthorized, wantAsked: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := 0
@@ -132,8 +146,12 @@ func TestReportRoute(t *testing.T) {
 			cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "c1"}}
 			b := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cluster).WithStatusSubresource(cluster)
 			if tc.patchRefused {
+				patchErr := tc.patchErr
+				if patchErr == nil {
+					patchErr = apierrors.NewForbidden(schema.GroupResource{Group: "fleet.cattle.io", Resource: "clusters"}, "c1", errors.New("no grant"))
+				}
 				b = b.WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
-					return apierrors.NewForbidden(schema.GroupResource{Group: "fleet.cattle.io", Resource: "clusters"}, "c1", errors.New("no grant"))
+					return patchErr
 				}})
 			}
 			up := b.Build()
@@ -168,10 +186,83 @@ func TestReportRoute(t *testing.T) {
 
 func reasonOf(code int) metav1.StatusReason {
 	switch code {
+	case http.StatusUnauthorized:
+		return metav1.StatusReasonUnauthorized
 	case http.StatusNotFound:
 		return metav1.StatusReasonNotFound
 	case http.StatusForbidden:
 		return metav1.StatusReasonForbidden
 	}
 	return metav1.StatusReasonServiceUnavailable
+}
+
+// TestStartContentAPIUnauthorized: the heartbeat calls OnRefused when the
+// API server refuses the credential (401 on the patch as well), and not
+// when only the content API answers 401 (its manager cannot authenticate
+// the aggregation layer yet) while the API server accepts the credential:
+// that would make the agent drop its connection and re-register.
+func TestStartContentAPIUnauthorized(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		patchErr    error
+		wantRefused bool
+	}{
+		{name: "content API only", patchErr: apierrors.NewForbidden(schema.GroupResource{Group: "fleet.cattle.io", Resource: "clusters"}, "c1", errors.New("no grant"))},
+		{name: "revoked", patchErr: apierrors.NewUnauthorized("invalid bearer token"), wantRefused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				asked.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":401,"reason":"Unauthorized"}`))
+			}))
+			defer srv.Close()
+			content, err := contentapi.NewRESTClient(&rest.Config{Host: srv.URL}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "c1"}}
+			up := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cluster).WithStatusSubresource(cluster).
+				WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+					return tc.patchErr
+				}}).Build()
+			refused := make(chan error, 1)
+			h := New(Options{Upstream: up, Downstream: fake.NewClientBuilder().Build(), Content: content, Workspace: "ws", ClusterName: "c1",
+				ClusterNamespace: "cluster-ns", FirstDelay: time.Millisecond, OnRefused: func(err error) { refused <- err }})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = h.Start(ctx)
+			}()
+			// A refusal ends Start after the first check-in; otherwise
+			// the heartbeat retries, and a second attempt shows it did.
+			deadline := time.After(30 * time.Second)
+			for asked.Load() < 2 {
+				select {
+				case <-done:
+				case <-deadline:
+					t.Fatal("the heartbeat neither retried nor stopped")
+				case <-time.After(10 * time.Millisecond):
+					continue
+				}
+				break
+			}
+			cancel()
+			<-done
+			select {
+			case err := <-refused:
+				if !tc.wantRefused {
+					t.Errorf("OnRefused(%v) for a 401 of the content API alone", err)
+				}
+			default:
+				if tc.wantRefused {
+					t.Error("OnRefused not called when the API server refused the credential")
+				}
+			}
+		})
+	}
 }

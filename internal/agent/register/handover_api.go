@@ -107,7 +107,11 @@ func forgetHandover(random string) { handoverChoice.Delete(random) }
 // manager's reason), the token is refused (ErrRefused) or the deadline
 // passes (errNotGranted). A watch waits in the manager at no cost to the
 // API server's storage; failures to start one (the manager restarting, its
-// RBAC cache lagging) are retried with a growing, jittered wait.
+// RBAC cache lagging) are retried with a growing, jittered wait. So is a
+// 401 that the API server does not confirm (tokenRefused): it is the
+// manager's, which cannot authenticate the aggregation layer, and
+// taking it for a refused token would make the agent file a new
+// registration on every retry.
 func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval time.Duration, deadline time.Time) (*contentapi.RegistrationCredential, error) {
 	l := log.FromContext(ctx)
 	retry := newRetryWait(pollInterval, deadline)
@@ -126,7 +130,7 @@ func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval
 			continue
 		case errors.Is(err, ErrRefused):
 			return nil, err
-		case apierrors.IsUnauthorized(err):
+		case apierrors.IsUnauthorized(err) && a.tokenRefused(ctx):
 			return nil, ErrRefused
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -137,6 +141,17 @@ func (a *credentialAPI) await(ctx context.Context, ns, name string, pollInterval
 			return nil, err
 		}
 	}
+}
+
+// tokenRefused reports whether the API server itself refuses the token: it
+// authenticates a request before it proxies it to the content API, so a
+// 401 there may be either's, while its own core API (/api, which every
+// authenticated user may read) answers 401 only for a token it refuses.
+// Any other answer, a failure included, leaves the token accepted.
+func (a *credentialAPI) tokenRefused(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return apierrors.IsUnauthorized(a.rest.Get().AbsPath("/api").Do(ctx).Error())
 }
 
 // watchOnce runs one watch of the credential: the credential, a refusal

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -75,6 +76,7 @@ func TestServeClusterStatusNotServed(t *testing.T) {
 	}
 
 	h = &handler{statuses: fake.NewClientBuilder().Build()}
+	h.proxy.Store(&frontProxy{pool: x509.NewCertPool()})
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/apis/"+contentapi.Group+"/"+contentapi.Version, nil))
 	if !strings.Contains(rec.Body.String(), `"name":"`+contentapi.ClusterStatusResource+`"`) {

@@ -142,8 +142,9 @@ func (s *server) Start(ctx context.Context) error {
 	s.caBundle = ca
 	close(s.ready)
 	if err := s.loadFrontProxy(ctx); err != nil {
-		// Not fatal: without it every GET is refused (401), and the
-		// refresh below keeps trying.
+		// Not fatal: until it is loaded every request is answered 503
+		// (not ready: agents retry, they do not take it for a refused
+		// credential), /readyz fails, and the refresh below keeps trying.
 		l.Error(err, "reading the API server's request-header CA")
 	}
 	srv := &http.Server{Handler: s.h, TLSConfig: tlsConfig(cert), ReadHeaderTimeout: 10 * time.Second}

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -73,12 +75,26 @@ type handler struct {
 	// elected, when set, holds firstCheckIn back until it is closed
 	// (Options.Elected).
 	elected <-chan struct{}
+	// liveFlight and misses bound what a cache miss costs the API server
+	// (see liveCheck).
+	liveFlight singleflight.Group
+	misses     missCache
+	// now is the clock of misses (nil: time.Now; tests set it).
+	now func() time.Time
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch path {
-	case "/healthz", "/readyz", "/livez":
+	case "/healthz", "/livez":
+		_, _ = w.Write([]byte("ok"))
+		return
+	case "/readyz":
+		// Ready once the server can authenticate the aggregation layer.
+		if h.proxy.Load() == nil {
+			writeStatus(w, errNoFrontProxy)
+			return
+		}
 		_, _ = w.Write([]byte("ok"))
 		return
 	case "/apis":
@@ -131,18 +147,36 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit lets through a request with method from the aggregation layer; it
-// answers anything else (405, 401) itself and returns false.
+// answers anything else (405, 401) itself and returns false. Until the
+// request-header CA is loaded it cannot tell the aggregation layer from
+// anyone else, and answers 503 with Retry-After: a 401 would tell an agent
+// that the API server refused its credential.
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, gr schema.GroupResource, method string) bool {
 	if r.Method != method {
 		writeStatus(w, apierrors.NewMethodNotSupported(gr, strings.ToLower(r.Method)))
 		return false
 	}
 	if err := h.authenticate(r); err != nil {
-		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		if errors.Is(err, errNoFrontProxy) {
+			writeStatus(w, err)
+		} else {
+			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+		}
 		return false
 	}
 	return true
 }
+
+// notReadyRetrySeconds is the Retry-After of errNoFrontProxy.
+const notReadyRetrySeconds = 10
+
+// errNoFrontProxy is the answer while the request-header CA is not loaded
+// (the server has just started and could not read it yet).
+var errNoFrontProxy = func() *apierrors.StatusError {
+	err := apierrors.NewServiceUnavailable("the content API has not loaded the API server's request-header CA yet")
+	err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: notReadyRetrySeconds}
+	return err
+}()
 
 func apiGroup() metav1.APIGroup {
 	gv := metav1.GroupVersionForDiscovery{GroupVersion: contentapi.Group + "/" + contentapi.Version, Version: contentapi.Version}
@@ -172,7 +206,10 @@ func parseObjectPath(p, resource string) (ns, name string, ok bool) {
 // at the user headers.
 func (h *handler) authenticate(r *http.Request) error {
 	fp := h.proxy.Load()
-	if fp == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+	if fp == nil {
+		return errNoFrontProxy
+	}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return errors.New("the content API answers only the API server's aggregation layer")
 	}
 	certs := r.TLS.PeerCertificates
@@ -219,13 +256,10 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	if err == nil && !ok {
 		// The agent may have seen a new deployment before the cache did
 		// (the manager's watch carries every deployment and may lag).
-		switch {
-		case bdName != "" && h.published.References(key, name):
+		if bdName != "" && h.published.References(key, name) {
 			ok = true
-		case bdName != "":
-			ok, err = h.liveReferences(ctx, key, name)
-		default:
-			ok, err = referenced(ctx, h.live, ns, name)
+		} else {
+			ok, err = h.liveCheck(ctx, ns, bdName, name)
 		}
 	}
 	if err != nil {
@@ -249,20 +283,117 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	}, nil
 }
 
+// Bounds of the live fallback: how long a miss is remembered, how many
+// misses at most, and how long one shared live read may take.
+const (
+	missTTL         = 2 * time.Second
+	maxMisses       = 1 << 14
+	liveReadTimeout = 30 * time.Second
+)
+
+// liveCheck is the last look, at the API server, for a reference the cache
+// and Published do not show: deployment bdName of ns (liveReferences), or
+// any deployment of ns when the agent names none (a list). The agent
+// chooses ns (its own), bdName and name, so a buggy or compromised agent
+// could otherwise make every request of a loop cost the manager's shared
+// client a read or a list: identical concurrent requests share one read
+// (liveFlight), and a miss is remembered for missTTL (misses), so a Content
+// and hint asked for again and again cost one read per missTTL. A
+// deployment the cache has seen since, or this process has written, is
+// answered before misses is consulted.
+func (h *handler) liveCheck(ctx context.Context, ns, bdName, name string) (bool, error) {
+	k := missKey{ns: ns, bd: bdName, name: name}
+	if h.misses.has(k, h.clock()) {
+		return false, nil
+	}
+	// Neither ns nor name contains a slash (parsePath), so the key is
+	// unambiguous with the free-form hint last.
+	v, err, _ := h.liveFlight.Do(ns+"/"+name+"/"+bdName, func() (any, error) {
+		// Shared by every waiter: not ended by the first one's request.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
+		defer cancel()
+		var (
+			ok  bool
+			err error
+		)
+		if bdName != "" {
+			ok, err = h.liveReferences(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, name)
+		} else {
+			ok, err = referenced(ctx, h.live, ns, name)
+		}
+		if err == nil && !ok {
+			h.misses.add(k, h.clock())
+		}
+		return ok, err
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+func (h *handler) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
+
 // liveReferences reads one BundleDeployment from the API server and reports
 // whether it references Content name. It asks the API server's watch cache
 // first (resourceVersion 0: no etcd read), which is never older than the
 // watch the agent saw the deployment on when both go to the same API
-// server; only if that copy does not reference the Content (another API
-// server replica, lagging) does it read etcd.
+// server. Only if that copy exists but does not reference the Content
+// (another API server replica, lagging behind an update) does it read
+// etcd; a deployment the watch cache does not have is a miss, so that a
+// hint naming no deployment costs no etcd read.
 func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
-	for _, rv := range []string{"0", ""} {
-		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
-		if err != nil || ok {
-			return ok, err
+	bd := &fleet.BundleDeployment{}
+	if err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if references(bd, name) {
+		return true, nil
+	}
+	return deploymentReferences(ctx, h.live, key, name)
+}
+
+// missKey is one live check: Content name for deployment bd (empty: any)
+// of namespace ns.
+type missKey struct{ ns, bd, name string }
+
+// missCache remembers live checks that found no reference, each until its
+// time; at most maxMisses of them (when full, expired ones are dropped,
+// then all: it bounds memory, not correctness).
+type missCache struct {
+	mu    sync.Mutex
+	until map[missKey]time.Time
+}
+
+func (c *missCache) has(k missKey, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.until[k]
+	return ok && now.Before(t)
+}
+
+func (c *missCache) add(k missKey, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.until == nil {
+		c.until = map[missKey]time.Time{}
+	}
+	if len(c.until) >= maxMisses {
+		for old, t := range c.until {
+			if !now.Before(t) {
+				delete(c.until, old)
+			}
+		}
+		if len(c.until) >= maxMisses {
+			clear(c.until)
 		}
 	}
-	return false, nil
+	c.until[k] = now.Add(missTTL)
 }
 
 // deploymentReferences reports whether deployment key, as r reads it, names
@@ -358,6 +489,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeStatus(w http.ResponseWriter, err error) {
 	st := statusOf(err)
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
 	writeJSON(w, int(st.Code), &st)
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -128,7 +129,14 @@ func TestAuthenticate(t *testing.T) {
 // APIService available, and that a GET without the aggregation layer's
 // certificate is 401 before anything is read.
 func TestDiscovery(t *testing.T) {
+	frontCA, err := pki.NewCA("front-proxy-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(frontCA.Cert)
 	h := &handler{}
+	h.proxy.Store(&frontProxy{pool: pool})
 	for path, want := range map[string]int{
 		"/apis":                     http.StatusOK,
 		"/apis/" + contentapi.Group: http.StatusOK,
@@ -142,6 +150,66 @@ func TestDiscovery(t *testing.T) {
 		if rec.Code != want {
 			t.Errorf("GET %s: %d, want %d (%s)", path, rec.Code, want, rec.Body.String())
 		}
+	}
+}
+
+// TestNoFrontProxyYet: until the server has loaded the request-header CA
+// it cannot tell the aggregation layer from anyone else. It then says it
+// is not ready (503 with Retry-After, and /readyz fails) instead of
+// refusing the caller with a 401, which an agent would take for its
+// credential refused by the API server; once the CA is loaded the same
+// request is served, and a caller without the aggregation layer's
+// certificate is refused.
+func TestNoFrontProxyYet(t *testing.T) {
+	frontCA, err := pki.NewCA("front-proxy-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyCert := issue(t, frontCA, "front-proxy-client", true)
+	h := &handler{cache: fake.NewClientBuilder().WithScheme(scheme.Scheme).Build(),
+		live: fake.NewClientBuilder().WithScheme(scheme.Scheme).Build(), credentials: &recordingCredentials{},
+		statuses: fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()}
+	base := "/apis/" + contentapi.Group + "/" + contentapi.Version + "/namespaces/cluster-a/"
+	requests := map[string]string{
+		base + "bundlecontents/s-1?bundleDeployment=app": http.MethodGet,
+		base + "registrationcredentials/request-1":       http.MethodGet,
+		base + "clusterstatuses/c1":                      http.MethodPut,
+	}
+	call := func(method, path string, proxied bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader("{}"))
+		if proxied {
+			r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{proxyCert}}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	for path, method := range requests {
+		rec := call(method, path, true)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s %s without a request-header CA: %d, Retry-After %q; want 503 with Retry-After (%s)",
+				method, path, rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+		}
+	}
+	if rec := call(http.MethodGet, "/readyz", false); rec.Code == http.StatusOK {
+		t.Errorf("/readyz without a request-header CA: %d, want not ready", rec.Code)
+	}
+	if rec := call(http.MethodGet, "/healthz", false); rec.Code != http.StatusOK {
+		t.Errorf("/healthz: %d, want 200 (the process is alive)", rec.Code)
+	}
+
+	pool := x509.NewCertPool()
+	pool.AddCert(frontCA.Cert)
+	h.proxy.Store(&frontProxy{pool: pool})
+	if rec := call(http.MethodGet, "/readyz", false); rec.Code != http.StatusOK {
+		t.Errorf("/readyz with the request-header CA: %d, want 200", rec.Code)
+	}
+	path := base + "bundlecontents/s-1?bundleDeployment=app"
+	if rec := call(http.MethodGet, path, true); rec.Code != http.StatusNotFound {
+		t.Errorf("GET %s from the aggregation layer: %d, want 404 (no deployment names it)", path, rec.Code)
+	}
+	if rec := call(http.MethodGet, path, false); rec.Code != http.StatusUnauthorized {
+		t.Errorf("GET %s without the aggregation layer's certificate: %d, want 401", path, rec.Code)
 	}
 }
 
