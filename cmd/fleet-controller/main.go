@@ -39,6 +39,8 @@ func main() {
 	fs.IntVar(&opts.MaxInFlight, "max-requests-in-flight", kubeclient.DefaultMaxInFlight, "API requests (watches and Lease renewals excepted) the controller keeps in flight at most; keep it under the API server's --http2-max-streams-per-connection (100 by default)")
 	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials; agents renew them at 60% of it")
 	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE)")
+	fs.BoolVar(&opts.RegistrationTokenTTLRequired, "registration-token-ttl-required", os.Getenv("FLEET_REGISTRATION_TOKEN_TTL_REQUIRED") == "true", "delete ClusterRegistrationTokens that have no TTL (or one of 0 or less) (env FLEET_REGISTRATION_TOKEN_TTL_REQUIRED=true)")
+	fs.BoolVar(&opts.IgnoreClusterRegistrationLabels, "ignore-cluster-registration-labels", false, "drop every label agents send when they register; a Cluster created at registration gets only the labels the manager sets")
 	fs.StringVar(&opts.ContentAPI.Addr, "content-api-addr", ":8443", "address of the content API that agents read manifests through (behind the API server's aggregation layer); 0 disables it and grants each cluster Contents through a ClusterRoleBinding instead, as the manager does by itself when the API server has no aggregation layer")
 	fs.StringVar(&opts.ContentAPI.Service, "content-api-service", "fleet-content-api", "Service (in --namespace) the content API's APIService points at")
 	fs.Int32Var(&opts.ContentAPI.Port, "content-api-service-port", 443, "port of that Service")

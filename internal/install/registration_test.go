@@ -222,7 +222,8 @@ func TestAgentTokenAndAgentConfigRegisterWithLabels(t *testing.T) {
 }
 
 // TestAgentTokenValuesGroupAndEndpoint: --values prints the helm values;
-// the URL and CA come from the kubeconfig unless overridden; --group adds
+// the URL and CA are the token's (here the same as the kubeconfig's)
+// unless overridden; --group adds
 // the ClusterGroup's matchLabels; an unknown group is refused.
 func TestAgentTokenValuesGroupAndEndpoint(t *testing.T) {
 	startManager(t)

@@ -74,6 +74,12 @@ type Options struct {
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.
 	AgentImage string
+	// RegistrationTokenTTLRequired deletes ClusterRegistrationTokens
+	// without a TTL (registration.Options).
+	RegistrationTokenTTLRequired bool
+	// IgnoreClusterRegistrationLabels drops the labels agents send when
+	// they register (registration.Options).
+	IgnoreClusterRegistrationLabels bool
 	// OfflineThreshold is how long after its last check-in a cluster is
 	// Offline (default 3 × AgentCheckinInterval).
 	OfflineThreshold time.Duration

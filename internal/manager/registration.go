@@ -28,6 +28,9 @@ func registrationOptions(opts Options) registration.Options {
 		Workers:                     opts.Workers,
 		ContentRBAC:                 opts.ContentRBAC(),
 		Credentials:                 credentialsOf(opts),
+
+		RegistrationTokenTTLRequired:    opts.RegistrationTokenTTLRequired,
+		IgnoreClusterRegistrationLabels: opts.IgnoreClusterRegistrationLabels,
 	}
 }
 

@@ -3,12 +3,15 @@ package registration
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -69,13 +72,20 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
 	var res ctrl.Result
 	err = r.ensureNamespace(ctx, cluster, ns)
-	if err == nil {
+	var conflict *namespaceConflict
+	switch {
+	case err == nil:
 		cluster.Status.Namespace = ns
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionTrue, "NamespaceCreated", "", cluster.Generation)
 		if cluster.Spec.KubeConfigSecret != "" {
 			res, err = r.importCluster(ctx, cluster)
 		}
-	} else {
+	case errors.As(err, &conflict):
+		// Without status.namespace nothing is deployed to, or granted in,
+		// the other cluster's namespace for this one.
+		r.refuseNamespace(ctx, cluster, conflict)
+		res, err = ctrl.Result{RequeueAfter: jitter(namespaceConflictRecheck)}, nil
+	default:
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, "Error", err.Error(), cluster.Generation)
 	}
 	// Contract 2: other areas patch other parts of the status; the
@@ -98,18 +108,111 @@ var deleting = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 }}
 
+// ReasonNamespaceConflict is the reason of a Cluster's Processed=False
+// condition when its namespace belongs to another Cluster, or is not a
+// Fleet cluster namespace.
+const ReasonNamespaceConflict = "NamespaceConflict"
+
+// namespaceConflictRecheck is how often a Cluster refused its namespace
+// looks again (the other cluster may be deleted, and its namespace with it).
+const namespaceConflictRecheck = 2 * time.Minute
+
+// namespaceConflict means that a Cluster's namespace exists and is not its
+// own: names.ClusterNamespace cuts long names to 57 characters and a
+// 5-hex hash, so two Clusters may get the same name.
+type namespaceConflict struct {
+	ns string
+	// owner is the workspace/name of the Cluster the namespace belongs
+	// to; empty when it is not a Fleet cluster namespace at all.
+	owner string
+}
+
+func (e *namespaceConflict) Error() string {
+	if e.owner == "" {
+		return fmt.Sprintf("namespace %s exists and is not a Fleet cluster namespace; it is left alone", e.ns)
+	}
+	return fmt.Sprintf("namespace %s belongs to cluster %s (the names of both clusters shorten to the same namespace); rename this cluster", e.ns, e.owner)
+}
+
+// namespaceOwner is the workspace and name of the Cluster ns belongs to
+// (its annotations); both empty when it names none.
+func namespaceOwner(ns *corev1.Namespace) (workspace, name string) {
+	return ns.Annotations[fleet.ClusterNamespaceLabel], ns.Annotations[fleet.ClusterLabel]
+}
+
+// claimable says whether cluster may use ns as its namespace: ns names
+// cluster, or names no cluster and is labelled as a Fleet namespace (one
+// written before the manager annotated them). Anything else belongs to
+// someone else and is refused.
+func claimable(ns *corev1.Namespace, cluster *fleet.Cluster) error {
+	ws, name := namespaceOwner(ns)
+	switch {
+	case ws == cluster.Namespace && name == cluster.Name:
+		return nil
+	case ws == "" && name == "" && ns.Labels[fleet.ManagedLabel] == "true":
+		return nil
+	case ws == "" && name == "":
+		return &namespaceConflict{ns: ns.Name}
+	}
+	return &namespaceConflict{ns: ns.Name, owner: ws + "/" + name}
+}
+
+// ensureNamespace creates the namespace of cluster, or takes the existing
+// one when it is the cluster's own (claimable); a *namespaceConflict
+// otherwise, with nothing written.
 func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.Cluster, ns string) error {
 	want := clusterNamespace(cluster)
 	// The namespace is usually there already (the registration created it,
 	// or this is a resync): a look at the cache spares the write.
 	have := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, have); err == nil && have.DeletionTimestamp.IsZero() &&
-		have.Labels[fleet.ManagedLabel] == want.Labels[fleet.ManagedLabel] &&
+	err := r.Client.Get(ctx, client.ObjectKey{Name: ns}, have)
+	if apierrors.IsNotFound(err) {
+		err = r.Client.Create(ctx, want.DeepCopy(), fieldOwner)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// The cache was behind: another Cluster may have just created it.
+		err = r.Reader.Get(ctx, client.ObjectKey{Name: ns}, have)
+	}
+	if err != nil {
+		return err
+	}
+	if err := claimable(have, cluster); err != nil {
+		return err
+	}
+	if have.Labels[fleet.ManagedLabel] == want.Labels[fleet.ManagedLabel] &&
 		have.Annotations[fleet.ClusterNamespaceLabel] == want.Annotations[fleet.ClusterNamespaceLabel] &&
 		have.Annotations[fleet.ClusterLabel] == want.Annotations[fleet.ClusterLabel] {
 		return nil
 	}
-	return ensure(ctx, r.Client, want)
+	// Label or annotate it, on the condition that it did not change since
+	// it was checked: two Clusters adopting one namespace at once get a
+	// conflict (retried, then refused), not both the namespace.
+	base := have.DeepCopy()
+	if have.Labels == nil {
+		have.Labels = map[string]string{}
+	}
+	if have.Annotations == nil {
+		have.Annotations = map[string]string{}
+	}
+	maps.Copy(have.Labels, want.Labels)
+	maps.Copy(have.Annotations, want.Annotations)
+	return r.Client.Patch(ctx, have, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), fieldOwner)
+}
+
+// refuseNamespace marks cluster as refused its namespace: no
+// status.namespace (nothing is deployed or granted there for it), a
+// condition, and an Event when it is new.
+func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.Cluster, conflict *namespaceConflict) {
+	cluster.Status.Namespace = ""
+	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionProcessed)
+	if prev == nil || prev.Reason != ReasonNamespaceConflict || prev.Message != conflict.Error() {
+		ctrl.LoggerFrom(ctx).Info("refusing the cluster its namespace", "namespace", conflict.ns, "owner", conflict.owner)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonNamespaceConflict, "ClaimNamespace", "%s", conflict.Error())
+		}
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, ReasonNamespaceConflict, conflict.Error(), cluster.Generation)
 }
 
 // clusterNamespace is the namespace object of a Cluster (contract 1), as
@@ -188,7 +291,26 @@ func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.C
 	if err := deleteIfExists(ctx, r.Client, &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: importTokenName(cluster), Namespace: cluster.Namespace}}); err != nil {
 		return err
 	}
-	return deleteIfExists(ctx, r.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	return r.deleteOwnNamespace(ctx, cluster, ns)
+}
+
+// deleteOwnNamespace deletes ns if it is cluster's own (its annotations
+// name the cluster): a namespace refused to the cluster belongs to another
+// Cluster, or to no Fleet cluster at all, and stays.
+func (r *ClusterReconciler) deleteOwnNamespace(ctx context.Context, cluster *fleet.Cluster, ns string) error {
+	have := &corev1.Namespace{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: ns}, have); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ws, name := namespaceOwner(have); ws != cluster.Namespace || name != cluster.Name || !have.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	// Only the namespace that was checked: not one that replaced it since.
+	pre := client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion}
+	if err := r.Client.Delete(ctx, have, pre); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // importRetry is the wait before re-checking an import that waits for

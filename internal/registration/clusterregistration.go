@@ -233,8 +233,13 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		}
 		return ctrl.Result{}, err
 	}
-	if exp := tokenExpiry(tok); !tok.DeletionTimestamp.IsZero() || exp != nil && !time.Now().Before(exp.Time) {
+	exp := tokenExpiry(tok)
+	if !tok.DeletionTimestamp.IsZero() || exp != nil && !time.Now().Before(exp.Time) {
 		return ctrl.Result{}, &refusal{ReasonTokenExpired, fmt.Sprintf("registration token %q has expired", tokenName)}
+	}
+	if exp == nil && r.Opts.RegistrationTokenTTLRequired {
+		// The token controller deletes it; until then it grants nothing.
+		return ctrl.Result{}, &refusal{ReasonTTLRequired, fmt.Sprintf("registration token %q has no TTL, and the manager requires one", tokenName)}
 	}
 
 	cluster, err := r.findOrCreateCluster(ctx, reg)
@@ -357,8 +362,9 @@ func (r *RegistrationReconciler) writeHandover(ctx context.Context, g grant, sec
 }
 
 // findOrCreateCluster returns the Cluster of reg's clientID in reg's
-// namespace, creating it (with the registration's labels) when there is
-// none. A clientID that belongs to a Cluster in another workspace is refused.
+// namespace, creating it (with the registration's labels, unless
+// IgnoreClusterRegistrationLabels) when there is none. A clientID that
+// belongs to a Cluster in another workspace is refused.
 func (r *RegistrationReconciler) findOrCreateCluster(ctx context.Context, reg *fleet.ClusterRegistration) (*fleet.Cluster, error) {
 	var list fleet.ClusterList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterClientIDIndex: reg.Spec.ClientID}); err != nil {
@@ -388,10 +394,14 @@ func (r *RegistrationReconciler) findOrCreateCluster(ctx context.Context, reg *f
 		return nil, &refusal{ReasonOtherWorkspace, fmt.Sprintf("clientID is already used by a cluster in namespace %s; a cluster cannot move between workspaces by registering", other)}
 	}
 	name := names.ClusterNameForClientID(reg.Spec.ClientID)
+	labels := map[string]string{}
+	if !r.Opts.IgnoreClusterRegistrationLabels {
+		labels = ClusterLabels(reg.Spec.ClusterLabels)
+	}
 	c := &fleet.Cluster{
 		// With the Cluster controller's finalizer already in place, that
 		// controller need not update the new Cluster before its work.
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: ClusterLabels(reg.Spec.ClusterLabels),
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: reg.Namespace, Labels: labels,
 			Finalizers: []string{clusterFinalizer}},
 		Spec: fleet.ClusterSpec{ClientID: reg.Spec.ClientID},
 	}

@@ -13,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -46,7 +48,14 @@ var (
 const (
 	workspace = "clusters"
 	timeout   = 90 * time.Second
+	// optsWorkspace is left to a second manager, with the options that are
+	// off in the shared one turned on (options_test.go): the shared
+	// manager does not see it.
+	optsWorkspace = "ws-opts"
 )
+
+// optsManager are the options of the manager of optsWorkspace.
+var optsManager = registration.Options{RegistrationTokenTTLRequired: true, IgnoreClusterRegistrationLabels: true}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
@@ -83,18 +92,15 @@ func run(m *testing.M) int {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a"} {
+	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a", optsWorkspace, collideWorkspaceA, collideWorkspaceB} {
 		if err := up.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
-	mgr, err := ctrl.NewManager(up.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	// The shared manager leaves optsWorkspace alone: its cache holds only
+	// objects there with a label none has.
+	never, _ := labels.Parse("fleet-test/never=true")
 	opts := registration.Options{
 		APIServerURL:       up.Config.Host,
 		APIServerCA:        up.Config.CAData,
@@ -102,15 +108,47 @@ func run(m *testing.M) int {
 		Workers:            4,
 		Credentials:        creds,
 	}
-	if err == nil {
-		err = creds.Setup(ctx, mgr, opts)
+	done, err := startManager(ctx, opts, map[string]cache.Config{cache.AllNamespaces: {}, optsWorkspace: {LabelSelector: never}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	other := optsManager
+	other.APIServerURL, other.APIServerCA, other.Workers = up.Config.Host, up.Config.CAData, 2
+	optsDone, err := startManager(ctx, other, map[string]cache.Config{optsWorkspace: {}})
+	if err != nil {
+		cancel()
+		<-done
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	<-done
+	<-optsDone
+	return code
+}
+
+// startManager runs the registration controllers with opts against up,
+// caching the namespaces given; the content API's credential hand-over
+// (creds) is set up when opts asks for it. The channel closes when the
+// manager has stopped (ctx ended).
+func startManager(ctx context.Context, opts registration.Options, namespaces map[string]cache.Config) (<-chan struct{}, error) {
+	mgr, err := ctrl.NewManager(up.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{DefaultNamespaces: namespaces},
+	})
+	if err == nil && opts.Credentials != nil {
+		err = opts.Credentials.Setup(ctx, mgr, opts)
 	}
 	if err == nil {
 		err = registration.Setup(ctx, mgr, opts)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -119,10 +157,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
-	code := m.Run()
-	cancel()
-	<-done
-	return code
+	return done, nil
 }
 
 // eventually polls fn until it returns nil or the timeout passes.
@@ -292,8 +327,11 @@ func wantUnauthorized(t *testing.T, what string, err error) {
 // write there.
 func terminatingClusterNamespace(t *testing.T, ctx context.Context, clientID string) string {
 	t.Helper()
-	clusterNS := names.ClusterNamespace(workspace, names.ClusterNameForClientID(clientID))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS}}
+	cluster := names.ClusterNameForClientID(clientID)
+	clusterNS := names.ClusterNamespace(workspace, cluster)
+	// Left by an earlier Cluster of that name: the new one may take it.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNS, Labels: map[string]string{fleet.ManagedLabel: "true"},
+		Annotations: map[string]string{fleet.ClusterNamespaceLabel: workspace, fleet.ClusterLabel: cluster}}}
 	if err := up.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}

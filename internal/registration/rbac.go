@@ -54,9 +54,9 @@ func (g grant) subject() rbacv1.Subject {
 }
 
 // objects returns the ServiceAccount and RBAC of contract 3: read its own
-// BundleDeployments, Secrets and ConfigMaps and the BundleContents of its
-// namespace (the content API), write their status, renew its own token;
-// patch the status of its own Cluster only (or, with StatusAPI, report it
+// BundleDeployments and write their status, get (by name only) the
+// Secrets, ConfigMaps and BundleContents (the content API) of its
+// namespace, renew its own token; patch the status of its own Cluster only (or, with StatusAPI, report it
 // through the content API; with NoWorkspaceGrant only that). With ContentRBAC it may also
 // read the Contents the Content controller lists in
 // fleet-content-<clusterNamespace>.
@@ -72,7 +72,11 @@ func (g grant) objects() []client.Object {
 	nsRole := &rbacv1.Role{ObjectMeta: meta(g.SA, g.ClusterNamespace), Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"bundledeployments/status"}, Verbs: []string{"update", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		// get only (as Rancher's fleet-bundle-deployment role): the agent
+		// reads a values Secret, or a Secret or ConfigMap named in
+		// downstreamResources, by name and never caches them upstream, so
+		// list and watch would only hand it every other Secret there.
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}},
 		{APIGroups: []string{contentapi.Group}, Resources: []string{contentapi.Resource}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{g.SA}},
 	}}

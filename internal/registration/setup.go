@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,6 +79,15 @@ type Options struct {
 	// the content API (serve.Options.Credentials). Nil: every credential
 	// is handed over in a Secret.
 	Credentials *Credentials
+	// RegistrationTokenTTLRequired deletes every ClusterRegistrationToken
+	// without a TTL (or with one of 0 or less), and refuses registrations
+	// made with one (chart value controller.registrationTokenTTL.required).
+	RegistrationTokenTTLRequired bool
+	// IgnoreClusterRegistrationLabels drops every label an agent sends in
+	// its ClusterRegistration: a Cluster created at registration gets only
+	// the labels the manager sets itself (chart value
+	// ignoreClusterRegistrationLabels).
+	IgnoreClusterRegistrationLabels bool
 }
 
 // Defaults fills unset options.
@@ -146,7 +156,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing cluster registrations: %w", err)
 	}
-	base := reconcilerBase{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Opts: opts, Config: mgr.GetConfig()}
+	base := reconcilerBase{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Opts: opts, Config: mgr.GetConfig(),
+		Recorder: mgr.GetEventRecorder("fleet-registration")}
 	if err := (&TokenReconciler{reconcilerBase: base}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -170,6 +181,9 @@ type reconcilerBase struct {
 	Opts   Options
 	// Config is the manager's own rest config (for the local bootstrap).
 	Config *rest.Config
+	// Recorder writes Events about the objects reconciled (never a
+	// credential in them).
+	Recorder events.EventRecorder
 }
 
 // rateLimiter is a jittered exponential backoff per object (1s .. 5m), so

@@ -35,6 +35,10 @@ const (
 	labelTokenNamespace   = "fleet.cattle.io/import-token-namespace"
 	// minTokenLifetime is the shortest lifetime kube-apiserver accepts.
 	minTokenLifetime = 10 * time.Minute
+	// ReasonTTLRequired is the reason of the Event about a token deleted
+	// for having no TTL (Options.RegistrationTokenTTLRequired), and of
+	// the refusal of a registration made with one.
+	ReasonTTLRequired = "TokenTTLRequired"
 )
 
 // TokenReconciler turns a ClusterRegistrationToken into an import
@@ -82,6 +86,15 @@ func (r *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	now := time.Now()
 	expires := tokenExpiry(tok)
+	if expires == nil && r.Opts.RegistrationTokenTTLRequired {
+		// Before anything is created for it: it never hands out a credential.
+		log.Info("registration token has no TTL, and a TTL is required; deleting it", "token", tok.Name)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(tok, nil, corev1.EventTypeWarning, ReasonTTLRequired, "Delete",
+				"registration token %s has no TTL (spec.ttl), and the manager requires one: deleted", tok.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, tok))
+	}
 	if expires != nil && !now.Before(expires.Time) {
 		log.Info("registration token expired; deleting it and its import credential", "expired", expires.Time)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, tok))

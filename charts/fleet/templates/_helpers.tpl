@@ -12,7 +12,29 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
-{{- range $k, $v := .Values.extraLabels }}
-{{ $k }}: {{ $v | quote }}
+{{- with include "fleet.extraMeta" .Values.extraLabels }}
+{{ . }}
 {{- end }}
+{{- end -}}
+
+{{/*
+extraLabels or extraAnnotations of the controller as YAML, values as
+strings. Either a flat map (team: x) or, as in Rancher's chart, one map
+per component (fleetController: {team: x}, gitjob: {...}, helmops: {...}),
+of which only fleetController applies: this chart has no other component.
+*/}}
+{{- define "fleet.extraMeta" -}}
+{{- $out := dict -}}
+{{- range $k, $v := . -}}
+{{- if kindIs "map" $v -}}
+{{- if eq $k "fleetController" -}}
+{{- range $k2, $v2 := $v -}}
+{{- if not (kindIs "invalid" $v2) }}{{ $_ := set $out $k2 (toString $v2) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- else if not (kindIs "invalid" $v) -}}
+{{- $_ := set $out $k (toString $v) -}}
+{{- end -}}
+{{- end -}}
+{{- if $out }}{{ toYaml $out }}{{ end -}}
 {{- end -}}
