@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -205,6 +206,9 @@ func (r *Reconciler) build(ctx context.Context, op *fleet.HelmOp, st *buildState
 // buildBundle is one build: credentials, chart, Bundle write. It returns
 // the chart version the Bundle now deploys.
 func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string, error) {
+	if err := checkVersion(op.Spec.Helm); err != nil {
+		return "", &inputError{err}
+	}
 	var auth bundlereader.HelmAuth
 	if name := op.Spec.HelmSecretName; name != "" {
 		s := &corev1.Secret{}
@@ -239,6 +243,22 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
 	}
 	return b.Spec.Helm.Version, nil
+}
+
+// checkVersion refuses a helm.version that is neither an exact version
+// nor a semver constraint, whatever the chart source, before any
+// repository is contacted: no retry can make it work.
+func checkVersion(h *fleet.HelmOptions) error {
+	if h == nil || h.Version == "" {
+		return nil
+	}
+	if _, err := semver.StrictNewVersion(h.Version); err == nil {
+		return nil
+	}
+	if _, err := semver.NewConstraint(h.Version); err != nil {
+		return fmt.Errorf("spec.helm.version %q: not a version or a semver constraint (such as 1.2.3, ^1.2 or \">= 1.0, < 2.0\")", h.Version)
+	}
+	return nil
 }
 
 // sameHost is a URL pattern that only the host of the chart's repository

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/helmop"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 	"github.com/fleetgo/fleet/internal/testenv/helmrepo"
 )
@@ -281,6 +282,82 @@ func TestHelmOpBadInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHelmOpInvalidVersion: a helm.version that is neither a version nor
+// a semver constraint is a spec error (Accepted=False, InvalidSpec,
+// Stalled), not a transient failure retried as Reconciling, whatever the
+// chart source; the Bundle deployed before stays.
+func TestHelmOpInvalidVersion(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "badversion")
+	repo := helmrepo.New(t, helmrepo.Options{})
+	tgz := helmrepo.Chart(t, "web", "1.0.0")
+	repo.Publish(t, tgz)
+	repo.PutFile("direct/web-1.0.0.tgz", tgz)
+
+	op := &fleet.HelmOp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: fleet.HelmOpSpec{BundleSpec: fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+			Helm: &fleet.HelmOptions{Repo: repo.URL, Chart: "web", Version: "1.x"}}}},
+	}
+	if err := env.Client.Create(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, timeout, func() error {
+		if b := bundleOf(t, ns, "web"); b == nil || b.Spec.Helm.Version != "1.0.0" {
+			return fmt.Errorf("bundle %v", b)
+		}
+		return nil
+	})
+	invalid := func(name, version string) func() error {
+		return func() error {
+			got := getOp(t, ns, name)
+			for typ, want := range map[string]metav1.ConditionStatus{
+				fleet.ConditionAccepted: metav1.ConditionFalse, fleet.ConditionStalled: metav1.ConditionTrue,
+				fleet.ConditionReconciling: metav1.ConditionFalse, fleet.ConditionReady: metav1.ConditionFalse,
+			} {
+				c := condition(got, typ)
+				if c == nil || c.Status != want || c.Reason != helmop.ReasonInvalidSpec || c.ObservedGeneration != got.Generation {
+					return fmt.Errorf("%s = %+v, want %s/%s", typ, c, want, helmop.ReasonInvalidSpec)
+				}
+			}
+			if c := condition(got, fleet.ConditionAccepted); !strings.Contains(c.Message, fmt.Sprintf("%q", version)) {
+				return fmt.Errorf("accepted message %q does not name the version", c.Message)
+			}
+			return nil
+		}
+	}
+	for _, version := range []string{"1.x.y.z", ">= foo"} {
+		patchOp(t, ns, "web", func(op *fleet.HelmOp) { op.Spec.Helm.Version = version })
+		fleettest.Eventually(t, timeout, invalid("web", version))
+		if b := bundleOf(t, ns, "web"); b == nil || b.Spec.Helm.Version != "1.0.0" || b.DeletionTimestamp != nil {
+			t.Fatalf("version %q touched the bundle: %+v", version, b)
+		}
+	}
+
+	// A chart given by URL is checked the same way.
+	url := &fleet.HelmOp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "url"},
+		Spec: fleet.HelmOpSpec{BundleSpec: fleet.BundleSpec{BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+			Helm: &fleet.HelmOptions{Chart: repo.URL + "/direct/web-1.0.0.tgz", Version: ">= foo"}}}},
+	}
+	if err := env.Client.Create(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	fleettest.Eventually(t, timeout, invalid("url", ">= foo"))
+	if b := bundleOf(t, ns, "url"); b != nil {
+		t.Fatalf("bundle written for an invalid version: %+v", b.Spec.Helm)
+	}
+
+	// Fixed: deployed again.
+	patchOp(t, ns, "web", func(op *fleet.HelmOp) { op.Spec.Helm.Version = "1.0.0" })
+	fleettest.Eventually(t, timeout, func() error {
+		if c := condition(getOp(t, ns, "web"), fleet.ConditionAccepted); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("accepted = %+v", c)
+		}
+		return nil
+	})
 }
 
 func patchOp(t *testing.T, ns, name string, mutate func(*fleet.HelmOp)) {

@@ -24,6 +24,10 @@ const (
 	ReasonWaitingBundle  = "WaitingForBundle"
 	ReasonBundleNotReady = "BundleNotReady"
 	ReasonBundleReady    = "BundleReady"
+	// ReasonBundleFailed is used when the rejected Bundle's Stalled
+	// condition has no reason of its own; otherwise its reason (the Bundle
+	// controller's InvalidBundle) is shown.
+	ReasonBundleFailed = "BundleFailed"
 )
 
 // outcome is what the controller knows of the last build; computeStatus
@@ -79,7 +83,11 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 	}
 
 	var bs fleet.BundleSummary
-	waiting := b == nil || b.Status.ObservedGeneration != b.Generation
+	// rejected is the Bundle controller refusing the current generation of
+	// the Bundle whole (Stalled=True, observedGeneration not bumped): it
+	// stays so until the Bundle changes, so it is an error, not waiting.
+	rejected := bundleRejection(b)
+	waiting := rejected == nil && (b == nil || b.Status.ObservedGeneration != b.Generation)
 	if b != nil {
 		bs = b.Status.Summary
 	}
@@ -94,6 +102,9 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 	case o.Err != nil:
 		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonBuildFailed, "")
 		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonBuildFailed, "retrying: "+o.Err.Error())
+	case rejected != nil:
+		set(fleet.ConditionStalled, metav1.ConditionTrue, rejected.Reason, rejected.Message)
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, rejected.Reason, "")
 	case waiting:
 		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonBuilt, "")
 		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonWaitingBundle, "waiting for the bundle to be processed")
@@ -111,6 +122,9 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 		}
 		set(fleet.ConditionReady, metav1.ConditionFalse, reason, o.Err.Error())
 		st.Display.State, st.Display.Message, st.Display.Error = "Error", o.Err.Error(), true
+	case rejected != nil:
+		set(fleet.ConditionReady, metav1.ConditionFalse, rejected.Reason, rejected.Message)
+		st.Display.State, st.Display.Message, st.Display.Error = "Error", rejected.Message, true
 	case waiting:
 		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonWaitingBundle, "waiting for the bundle to be processed")
 		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.WaitApplied), "waiting for the bundle to be processed", false
@@ -124,6 +138,26 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundleReady, "")
 		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), "", false
 	}
+}
+
+// bundleRejection is the Bundle's Stalled condition when the Bundle
+// controller rejected its current generation whole (bad input such as an
+// invalid clusterSelector), with ReasonBundleFailed when it has no reason;
+// nil otherwise. A Stalled condition of an older generation means the
+// Bundle is waiting to be processed again.
+func bundleRejection(b *fleet.Bundle) *metav1.Condition {
+	if b == nil {
+		return nil
+	}
+	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration < b.Generation {
+		return nil
+	}
+	out := *c
+	if out.Reason == "" {
+		out.Reason = ReasonBundleFailed
+	}
+	return &out
 }
 
 // pollingInterval is how often op's chart version is re-resolved, or 0:

@@ -22,6 +22,17 @@ func TestComputeStatus(t *testing.T) {
 	}
 	stale := processed(1, 1)
 	stale.Generation = 4
+	// rejected: the Bundle controller refused generation 4 whole (Stalled,
+	// observedGeneration left at 3).
+	rejected := processed(1, 1)
+	rejected.Generation = 4
+	rejected.Status.Conditions = []metav1.Condition{
+		{Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: "InvalidBundle", Message: "invalid clusterSelector", ObservedGeneration: 4},
+		{Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: "InvalidBundle", Message: "invalid clusterSelector", ObservedGeneration: 4},
+	}
+	// staleRejection: generation 5 fixes it and is not processed yet.
+	staleRejection := rejected.DeepCopy()
+	staleRejection.Generation = 5
 	tests := []struct {
 		name                    string
 		prev                    fleet.HelmOpStatus
@@ -32,12 +43,20 @@ func TestComputeStatus(t *testing.T) {
 		version                 string
 		observed                int64
 		stalled                 metav1.ConditionStatus
+		// readyMsg and state, when set, are the Ready message and the
+		// display state and message.
+		readyMsg, state string
 	}{
 		{name: "built, all ready, polling", o: outcome{Built: true, Polling: true, Polled: polled, Version: "1.2.0"}, b: processed(2, 2),
 			accepted: "True", polled: "True", ready: "True", readyReason: ReasonBundleReady, display: "2/2", version: "1.2.0", observed: 7, stalled: "False"},
 		{name: "built, not yet ready", o: outcome{Built: true, Polled: polled, Version: "1.2.0"}, b: processed(1, 2),
 			accepted: "True", polled: "False", ready: "False", readyReason: ReasonBundleNotReady, display: "1/2", version: "1.2.0", observed: 7, stalled: "False"},
 		{name: "bundle not processed yet", o: outcome{Built: true, Polled: polled, Version: "1.2.0"}, b: stale,
+			accepted: "True", polled: "False", ready: "False", readyReason: ReasonWaitingBundle, display: "1/1", version: "1.2.0", observed: 7, stalled: "False"},
+		{name: "bundle rejected whole is an error, not waiting", o: outcome{Built: true, Polled: polled, Version: "1.2.0"}, b: rejected,
+			accepted: "True", polled: "False", ready: "False", readyReason: "InvalidBundle", display: "1/1", version: "1.2.0", observed: 7, stalled: "True",
+			readyMsg: "invalid clusterSelector", state: "Error"},
+		{name: "a rejection of an older generation waits", o: outcome{Built: true, Polled: polled, Version: "1.2.0"}, b: staleRejection,
 			accepted: "True", polled: "False", ready: "False", readyReason: ReasonWaitingBundle, display: "1/1", version: "1.2.0", observed: 7, stalled: "False"},
 		{name: "no bundle yet", o: outcome{Built: true, Version: "1.2.0"}, b: nil,
 			accepted: "True", polled: "False", ready: "False", readyReason: ReasonWaitingBundle, display: "0/0", version: "1.2.0", observed: 7, stalled: "False"},
@@ -66,6 +85,17 @@ func TestComputeStatus(t *testing.T) {
 			}
 			if st.Display.ReadyBundleDeployments != tc.display || st.Version != tc.version || st.ObservedGeneration != tc.observed {
 				t.Errorf("display %q version %q observed %d", st.Display.ReadyBundleDeployments, st.Version, st.ObservedGeneration)
+			}
+			if tc.readyMsg != "" {
+				if c := findCondition(st.Conditions, fleet.ConditionReady); c == nil || c.Message != tc.readyMsg {
+					t.Errorf("ready = %+v, want message %q", c, tc.readyMsg)
+				}
+				if c := findCondition(st.Conditions, fleet.ConditionStalled); tc.stalled == "True" && (c == nil || c.Reason != tc.readyReason || c.Message != tc.readyMsg) {
+					t.Errorf("stalled = %+v, want reason %q message %q", c, tc.readyReason, tc.readyMsg)
+				}
+			}
+			if tc.state != "" && (st.Display.State != tc.state || !st.Display.Error || st.Display.Message != tc.readyMsg) {
+				t.Errorf("display %+v, want state %q with message %q", st.Display, tc.state, tc.readyMsg)
 			}
 			if tc.o.Err != nil && (!st.Display.Error || st.Display.Message != tc.o.Err.Error()) {
 				t.Errorf("display %+v does not show the error", st.Display)
@@ -145,5 +175,25 @@ func TestSameHost(t *testing.T) {
 	}
 	if got := sameHost(&fleet.HelmOptions{Chart: "./local"}); got != "" {
 		t.Errorf("local chart: %q", got)
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		invalid bool
+	}{
+		{version: ""}, {version: "1.2.3"}, {version: "v1.2.3"}, {version: "1.x"}, {version: "^1.0"}, {version: "*"},
+		{version: ">= 1.0, < 2.0"}, {version: "1.2.3-rc.1+build.5"},
+		{version: "1.x.y.z", invalid: true}, {version: ">= foo", invalid: true}, {version: "latest", invalid: true},
+		{version: "1.2.3.4", invalid: true},
+	} {
+		err := checkVersion(&fleet.HelmOptions{Chart: "web", Version: tc.version})
+		if (err != nil) != tc.invalid {
+			t.Errorf("version %q: error %v, want invalid %v", tc.version, err, tc.invalid)
+		}
+	}
+	if err := checkVersion(nil); err != nil {
+		t.Errorf("no helm options: %v", err)
 	}
 }

@@ -28,6 +28,9 @@ const (
 	ReasonOffline     = "AgentOffline"
 	ReasonWaitCheckIn = fleet.ClusterWaitCheckIn
 	ReasonOnline      = "AgentOnline"
+	// ReasonInvalidSelector: a ClusterGroup's selector cannot be parsed,
+	// so it selects no cluster until it is fixed.
+	ReasonInvalidSelector = "InvalidSelector"
 )
 
 // maxNonReadyClusters caps the names listed on a ClusterGroup.
@@ -162,9 +165,18 @@ func ComputeGroupStatus(g *fleet.ClusterGroup, clusters []fleet.Cluster) fleet.C
 	var sel labels.Selector
 	if g.Spec.Selector != nil {
 		s, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
-		if err == nil {
-			sel = s
+		if err != nil {
+			// Selecting nothing and reporting Ready would claim a healthy
+			// empty group; no count is given until the selector is fixed.
+			st.Display.State = "Error"
+			st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonInvalidSelector,
+				Message: "invalid selector: " + err.Error(), ObservedGeneration: g.Generation,
+			})
+			return st
 		}
+		sel = s
 	}
 	readyClusters := 0
 	var nonReady []string

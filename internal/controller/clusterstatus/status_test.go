@@ -2,9 +2,11 @@ package clusterstatus
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -164,5 +166,39 @@ func TestComputeGroupStatus(t *testing.T) {
 	empty := ComputeGroupStatus(&fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ws"}}, clusters)
 	if empty.ClusterCount != 0 || empty.Display.ReadyClusters != "0/0" {
 		t.Fatalf("nil selector must match nothing: %+v", empty)
+	}
+}
+
+func TestComputeGroupStatusInvalidSelector(t *testing.T) {
+	c := fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ws", Labels: map[string]string{"env": "prod"}}}
+	c.Status.Conditions = []metav1.Condition{{Type: fleet.ConditionReady, Status: metav1.ConditionTrue}}
+	c.Status.Summary = fleet.BundleSummary{Ready: 1, DesiredReady: 1}
+	tests := []struct {
+		name     string
+		selector *metav1.LabelSelector
+	}{
+		{name: "In without values", selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn}}}},
+		{name: "Exists with values", selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpExists, Values: []string{"prod"}}}}},
+		{name: "unknown operator", selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Near", Values: []string{"prod"}}}}},
+		{name: "invalid label value", selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "no spaces allowed"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "ws", Generation: 4}, Spec: fleet.ClusterGroupSpec{Selector: tc.selector}}
+			st := ComputeGroupStatus(g, []fleet.Cluster{c})
+			r := meta.FindStatusCondition(st.Conditions, fleet.ConditionReady)
+			if r == nil || r.Status != metav1.ConditionFalse || r.Reason != ReasonInvalidSelector || r.ObservedGeneration != 4 {
+				t.Fatalf("ready = %+v", r)
+			}
+			if !strings.Contains(r.Message, "invalid selector") {
+				t.Fatalf("message %q does not name the selector", r.Message)
+			}
+			if st.ClusterCount != 0 || st.NonReadyClusterCount != 0 || st.Display.ReadyClusters != "" || st.Display.ReadyBundles != "" || st.Summary.DesiredReady != 0 {
+				t.Fatalf("an invalid selector claims clusters: %+v", st)
+			}
+			if st.Display.State != "Error" {
+				t.Fatalf("display state %q", st.Display.State)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,10 @@ const (
 	ReasonBundlesReady  = "BundlesReady"
 	ReasonNotReady      = "BundlesNotReady"
 	ReasonWaitingBundle = "WaitingForBundles"
+	// ReasonBundleFailed is used when a rejected Bundle's Stalled
+	// condition has no reason of its own; otherwise its reason (the Bundle
+	// controller's InvalidBundle) is shown.
+	ReasonBundleFailed = "BundleFailed"
 )
 
 // syncOutcome is what the last poll and sync did; the status functions
@@ -53,7 +58,16 @@ type bundleStatus struct {
 	PerCluster           map[string]*fleet.ResourceCounts
 	// Waiting names Bundles whose status does not yet reflect their spec.
 	Waiting []string
-	Count   int
+	// Failed are Bundles the Bundle controller rejected whole for their
+	// current generation (Stalled=True): they will not be processed until
+	// they change, so they are errors, not waiting.
+	Failed []failedBundle
+	Count  int
+}
+
+// failedBundle is a Bundle's Stalled condition.
+type failedBundle struct {
+	Name, Reason, Message string
 }
 
 // summarizeBundles adds up the Bundles' summaries (computed by the targeting
@@ -66,8 +80,15 @@ func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bund
 	for i := range bundles {
 		b := &bundles[i]
 		summary.Add(&out.Summary, b.Status.Summary)
-		if b.Status.ObservedGeneration != b.Generation {
+		if f, ok := bundleFailure(b); ok {
+			out.Failed = append(out.Failed, f)
+		} else if b.Status.ObservedGeneration != b.Generation {
 			out.Waiting = append(out.Waiting, b.Name)
+		}
+		// A Bundle that targets no cluster says nothing about how many
+		// clusters are ready (Fleet counts only DesiredReady > 0).
+		if b.Status.Summary.DesiredReady == 0 {
+			continue
 		}
 		if first || b.Status.Summary.Ready < out.ReadyClusters {
 			out.ReadyClusters = b.Status.Summary.Ready
@@ -93,6 +114,41 @@ func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bund
 		out.PerCluster[id].Add(bd.Status.ResourceCounts)
 	}
 	return out
+}
+
+// bundleFailure reports a Bundle the Bundle controller rejected whole
+// (bad input such as a repo URL no GitRepoRestriction allows or an invalid
+// clusterSelector): Stalled=True for the Bundle's current generation. Its
+// status observedGeneration is not bumped then, yet it is not waiting: it
+// stays so until the Bundle changes. A Stalled condition of an older
+// generation is the Bundle waiting to be processed again.
+func bundleFailure(b *fleet.Bundle) (failedBundle, bool) {
+	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration < b.Generation {
+		return failedBundle{}, false
+	}
+	return failedBundle{Name: b.Name, Reason: c.Reason, Message: c.Message}, true
+}
+
+// maxFailedBundlesShown caps the rejected Bundles named in the Ready message.
+const maxFailedBundlesShown = 5
+
+// failedMessage names the rejected Bundles and their errors; the reason is
+// the first one's (the Bundle controller's, e.g. InvalidBundle).
+func failedMessage(failed []failedBundle) (reason, msg string) {
+	parts := make([]string, 0, min(len(failed), maxFailedBundlesShown))
+	for _, f := range failed[:min(len(failed), maxFailedBundlesShown)] {
+		parts = append(parts, fmt.Sprintf("bundle %s: %s", f.Name, f.Message))
+	}
+	msg = strings.Join(parts, "; ")
+	if len(failed) > maxFailedBundlesShown {
+		msg += fmt.Sprintf(" (and %d more)", len(failed)-maxFailedBundlesShown)
+	}
+	reason = failed[0].Reason
+	if reason == "" {
+		reason = ReasonBundleFailed
+	}
+	return reason, msg
 }
 
 // setBundleStatus writes the bundle roll-up into the status.
@@ -142,6 +198,10 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 	case failure != nil:
 		set(fleet.ConditionStalled, metav1.ConditionFalse, reason, "")
 		set(fleet.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+failure.Error())
+	case len(bs.Failed) > 0:
+		r, msg := failedMessage(bs.Failed)
+		set(fleet.ConditionStalled, metav1.ConditionTrue, r, msg)
+		set(fleet.ConditionReconciling, metav1.ConditionFalse, r, "")
 	case len(bs.Waiting) > 0:
 		set(fleet.ConditionStalled, metav1.ConditionFalse, ReasonSynced, "")
 		set(fleet.ConditionReconciling, metav1.ConditionTrue, ReasonWaitingBundle, fmt.Sprintf("waiting for %d bundle(s) to be processed", len(bs.Waiting)))
@@ -155,6 +215,10 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 	case failure != nil:
 		set(fleet.ConditionReady, metav1.ConditionFalse, reason, failure.Error())
 		st.Display.State, st.Display.Message, st.Display.Error = "GitError", failure.Error(), true
+	case len(bs.Failed) > 0:
+		r, msg := failedMessage(bs.Failed)
+		set(fleet.ConditionReady, metav1.ConditionFalse, r, msg)
+		st.Display.State, st.Display.Message, st.Display.Error = "Error", msg, true
 	case !summary.IsReady(bs.Summary) || len(bs.Waiting) > 0:
 		if readyMsg == "" {
 			readyMsg = fmt.Sprintf("waiting for %d bundle(s) to be processed", len(bs.Waiting))

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,64 @@ func TestSummarizeBundles(t *testing.T) {
 	}
 }
 
+// rejected is a Bundle the Bundle controller refused whole (setError):
+// Ready=False and Stalled=True with reason InvalidBundle for condGen, the
+// status observedGeneration left at observed.
+func rejected(name string, gen, observed, condGen int64, msg string, s fleet.BundleSummary) fleet.Bundle {
+	b := bundle(name, gen, observed, s)
+	b.Status.Conditions = []metav1.Condition{
+		{Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: "InvalidBundle", Message: msg, ObservedGeneration: condGen},
+		{Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: "InvalidBundle", Message: msg, ObservedGeneration: condGen},
+	}
+	return b
+}
+
+func TestSummarizeBundlesTable(t *testing.T) {
+	ready3 := fleet.BundleSummary{Ready: 3, DesiredReady: 3}
+	for _, tc := range []struct {
+		name                  string
+		bundles               []fleet.Bundle
+		ready, desired        int
+		waiting               []string
+		failed                []string
+		failedReason, message string
+	}{
+		{name: "a bundle targeting no cluster does not count",
+			bundles: []fleet.Bundle{bundle("a", 1, 1, ready3), bundle("b", 1, 1, fleet.BundleSummary{})},
+			ready:   3, desired: 3},
+		{name: "minimum over bundles with targets",
+			bundles: []fleet.Bundle{bundle("a", 1, 1, ready3), bundle("b", 1, 1, fleet.BundleSummary{Ready: 1, DesiredReady: 2}), bundle("c", 1, 1, fleet.BundleSummary{})},
+			ready:   1, desired: 3},
+		{name: "no bundle targets anything", bundles: []fleet.Bundle{bundle("a", 1, 1, fleet.BundleSummary{})}},
+		{name: "a rejected bundle is failed, not waiting",
+			bundles: []fleet.Bundle{bundle("a", 1, 1, ready3), rejected("b", 2, 1, 2, "repo not allowed", ready3)},
+			ready:   3, desired: 3, failed: []string{"b"}, failedReason: "InvalidBundle", message: "repo not allowed"},
+		{name: "a stale rejection waits for the new generation",
+			bundles: []fleet.Bundle{rejected("b", 3, 1, 2, "repo not allowed", ready3)},
+			ready:   3, desired: 3, waiting: []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bs := summarizeBundles(tc.bundles, nil)
+			if bs.ReadyClusters != tc.ready || bs.DesiredReadyClusters != tc.desired {
+				t.Errorf("clusters %d/%d, want %d/%d", bs.ReadyClusters, bs.DesiredReadyClusters, tc.ready, tc.desired)
+			}
+			if fmt.Sprint(bs.Waiting) != fmt.Sprint(tc.waiting) {
+				t.Errorf("waiting %v, want %v", bs.Waiting, tc.waiting)
+			}
+			var failed []string
+			for _, f := range bs.Failed {
+				failed = append(failed, f.Name)
+				if f.Reason != tc.failedReason || f.Message != tc.message {
+					t.Errorf("failed %+v, want reason %q message %q", f, tc.failedReason, tc.message)
+				}
+			}
+			if fmt.Sprint(failed) != fmt.Sprint(tc.failed) {
+				t.Errorf("failed %v, want %v", failed, tc.failed)
+			}
+		})
+	}
+}
+
 func TestSetConditions(t *testing.T) {
 	ready := bundleStatus{Summary: fleet.BundleSummary{Ready: 2, DesiredReady: 2}}
 	notReady := bundleStatus{Summary: fleet.BundleSummary{Ready: 1, DesiredReady: 2, ErrApplied: 1,
@@ -58,6 +117,9 @@ func TestSetConditions(t *testing.T) {
 		accepted, polling, ready, stalled, reconciling metav1.ConditionStatus
 		readyReason                                    string
 		readyMsg                                       string
+		// display and displayError are checked when display is set.
+		display      string
+		displayError bool
 	}
 	for _, tc := range []struct {
 		name string
@@ -76,6 +138,18 @@ func TestSetConditions(t *testing.T) {
 			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonBuildFailed, readyMsg: "bad fleet.yaml"}},
 		{name: "missing secret is not accepted", o: syncOutcome{PollErr: errors.New("client secret \"x\" not found"), SyncReason: ReasonInvalidSpec, Stalled: true}, bs: ready,
 			want: want{accepted: "False", polling: "False", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonPollFailed, readyMsg: "client secret \"x\" not found"}},
+		{name: "a bundle rejected whole is an error, not waiting", bs: bundleStatus{Summary: ready.Summary,
+			Failed: []failedBundle{{Name: "app", Reason: "InvalidBundle", Message: "repo not allowed"}}, Waiting: []string{"other"}},
+			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False",
+				readyReason: "InvalidBundle", readyMsg: "bundle app: repo not allowed", display: "Error", displayError: true}},
+		{name: "several rejected bundles", bs: bundleStatus{Summary: ready.Summary, Failed: []failedBundle{
+			{Name: "a", Reason: "InvalidBundle", Message: "x"}, {Name: "b", Reason: "InvalidBundle", Message: "y"}}},
+			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False",
+				readyReason: "InvalidBundle", readyMsg: "bundle a: x; bundle b: y", display: "Error", displayError: true}},
+		{name: "a sync failure comes first", o: syncOutcome{SyncErr: errors.New("bad fleet.yaml"), SyncReason: ReasonBuildFailed, Stalled: true},
+			bs: bundleStatus{Summary: ready.Summary, Failed: []failedBundle{{Name: "app", Reason: "InvalidBundle", Message: "repo not allowed"}}},
+			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False",
+				readyReason: ReasonBuildFailed, readyMsg: "bad fleet.yaml", display: "GitError", displayError: true}},
 		{name: "polling disabled", o: syncOutcome{PollingDisabled: true}, bs: ready,
 			want: want{accepted: "True", polling: "False", ready: "True", stalled: "False", reconciling: "False", readyReason: ReasonBundlesReady}},
 	} {
@@ -100,6 +174,14 @@ func TestSetConditions(t *testing.T) {
 			if r.Reason != tc.want.readyReason || r.Message != tc.want.readyMsg {
 				t.Fatalf("Ready reason %q msg %q; want %q %q", r.Reason, r.Message, tc.want.readyReason, tc.want.readyMsg)
 			}
+			if tc.want.display != "" && (st.Display.State != tc.want.display || st.Display.Error != tc.want.displayError || st.Display.Message != tc.want.readyMsg) {
+				t.Fatalf("display %+v, want state %q error %v message %q", st.Display, tc.want.display, tc.want.displayError, tc.want.readyMsg)
+			}
+			if tc.want.stalled == "True" {
+				if c := meta.FindStatusCondition(st.Conditions, fleet.ConditionStalled); c.Reason != tc.want.readyReason || c.Message != tc.want.readyMsg {
+					t.Fatalf("Stalled %+v, want reason %q message %q", c, tc.want.readyReason, tc.want.readyMsg)
+				}
+			}
 		})
 	}
 }
@@ -123,6 +205,15 @@ func TestEventsOnlyOnChange(t *testing.T) {
 	ok := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: []metav1.Condition{{Type: fleet.ConditionReady, Status: "True", Reason: ReasonBundlesReady}}}}
 	if ev := eventsFor(&failing, &ok); len(ev) != 1 || ev[0].reason != "Recovered" {
 		t.Fatalf("recovery %v", ev)
+	}
+	// A Bundle rejected whole (a repo no GitRepoRestriction allows) is a
+	// failure of the GitRepo too: a Warning, and Recovered once it is gone.
+	rejected := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: readyCond("InvalidBundle", "bundle app: repo not allowed")}}
+	if ev := eventsFor(&ok, &rejected); len(ev) != 1 || ev[0].typ != "Warning" || ev[0].reason != "InvalidBundle" {
+		t.Fatalf("rejected bundle %v", ev)
+	}
+	if ev := eventsFor(&rejected, &ok); len(ev) != 1 || ev[0].reason != "Recovered" {
+		t.Fatalf("recovery from a rejected bundle %v", ev)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
+	bundlectl "github.com/fleetgo/fleet/internal/controller/bundle"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/metrics"
@@ -230,6 +231,8 @@ type eventInfo struct{ typ, reason, msg string }
 var failureReasons = map[string]bool{
 	ReasonPollFailed: true, ReasonFetchFailed: true, ReasonBuildFailed: true,
 	ReasonApplyFailed: true, ReasonInvalidSpec: true,
+	// A Bundle the Bundle controller rejected whole.
+	bundlectl.ReasonInvalid: true, ReasonBundleFailed: true,
 }
 
 // eventsFor compares two statuses and names the events a user should see.
