@@ -21,6 +21,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/install"
+	"github.com/fleetgo/fleet/internal/registration"
 )
 
 // agentTokenOptions are the flags of `fleet install agent-token`.
@@ -147,7 +148,7 @@ func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspac
 
 // agentTokenOutput waits for the values of token and renders them.
 func agentTokenOutput(ctx context.Context, c client.Client, cfg *rest.Config, token *fleet.ClusterRegistrationToken, opts agentTokenOptions, override endpoint, groupLabels map[string]string) (string, error) {
-	raw, err := waitForTokenValues(ctx, c, token, opts.Timeout)
+	raw, defaulted, err := waitForTokenValues(ctx, c, token, opts.Timeout)
 	if err != nil {
 		return "", err
 	}
@@ -155,9 +156,9 @@ func agentTokenOutput(ctx context.Context, c client.Client, cfg *rest.Config, to
 	if err != nil {
 		return "", fmt.Errorf("values of ClusterRegistrationToken %s/%s: %w", token.Namespace, token.Name, err)
 	}
-	tokenURL, _ := values["apiServerURL"].(string)
-	tokenCA, _ := values["apiServerCA"].(string)
-	url, ca, err := agentEndpoint(cfg, override, endpoint{URL: tokenURL, CA: tokenCA})
+	fromToken := tokenEndpoint(values, defaulted)
+	tokenURL := fromToken.URL
+	url, ca, err := agentEndpoint(cfg, override, fromToken)
 	if err != nil {
 		return "", err
 	}
@@ -238,6 +239,19 @@ func endpointFlags(opts agentTokenOptions) (endpoint, error) {
 		e.CA, e.CASet = string(ca), true
 	}
 	return e, nil
+}
+
+// tokenEndpoint is the URL and CA the manager wrote into a token's values,
+// or none when its URL was not configured (defaulted): that is the
+// manager's own view of its API server, in a cluster an in-cluster address
+// downstream agents cannot use, and the kubeconfig's is the better guess.
+func tokenEndpoint(values map[string]any, defaulted bool) endpoint {
+	if defaulted {
+		return endpoint{}
+	}
+	url, _ := values["apiServerURL"].(string)
+	ca, _ := values["apiServerCA"].(string)
+	return endpoint{URL: url, CA: ca}
 }
 
 // agentEndpoint is the URL and CA agents use. The flags win; then what the
@@ -329,8 +343,9 @@ func clusterGroupLabels(ctx context.Context, c client.Client, workspace, name st
 }
 
 // waitForTokenValues polls until the fleet-controller has written the
-// token's values Secret.
-func waitForTokenValues(ctx context.Context, c client.Client, token *fleet.ClusterRegistrationToken, timeout time.Duration) ([]byte, error) {
+// token's values Secret, and tells whether the manager's apiServerURL in it
+// was defaulted rather than configured.
+func waitForTokenValues(ctx context.Context, c client.Client, token *fleet.ClusterRegistrationToken, timeout time.Duration) ([]byte, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	key := client.ObjectKeyFromObject(token)
@@ -340,12 +355,12 @@ func waitForTokenValues(ctx context.Context, c client.Client, token *fleet.Clust
 			secret := &corev1.Secret{}
 			err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cur.Status.SecretName}, secret)
 			if err == nil && len(secret.Data["values"]) > 0 {
-				return secret.Data["values"], nil
+				return secret.Data["values"], secret.Annotations[registration.APIServerURLDefaultedAnnotation] == "true", nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("ClusterRegistrationToken %s/%s got no values within %s: is fleet-controller running on this cluster?", key.Namespace, key.Name, timeout)
+			return nil, false, fmt.Errorf("ClusterRegistrationToken %s/%s got no values within %s: is fleet-controller running on this cluster?", key.Namespace, key.Name, timeout)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -109,6 +109,23 @@ func TestAgentEndpointFallback(t *testing.T) {
 	}
 }
 
+// TestTokenEndpointDefaulted: a manager installed without apiServerURL
+// writes its own in-cluster address into token values and marks it
+// defaulted; agents then get the kubeconfig's server, as before the token's
+// values were preferred.
+func TestTokenEndpointDefaulted(t *testing.T) {
+	cfg := &rest.Config{Host: "https://fleet.example.com:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("KUBECONFIG-CA")}}
+	values := map[string]any{"apiServerURL": "https://10.43.0.1:443", "apiServerCA": "IN-CLUSTER-CA"}
+	url, ca, err := agentEndpoint(cfg, endpoint{}, tokenEndpoint(values, true))
+	if err != nil || url != cfg.Host || ca != "KUBECONFIG-CA" {
+		t.Errorf("defaulted: got %q %q %v, want the kubeconfig's", url, ca, err)
+	}
+	url, ca, err = agentEndpoint(cfg, endpoint{}, tokenEndpoint(values, false))
+	if err != nil || url != "https://10.43.0.1:443" || ca != "IN-CLUSTER-CA" {
+		t.Errorf("configured: got %q %q %v, want the token's", url, ca, err)
+	}
+}
+
 // TestAgentTokenRefusesBeforeCreating: invalid options fail without
 // creating a token; a token whose output then fails is deleted.
 func TestAgentTokenRefusesBeforeCreating(t *testing.T) {

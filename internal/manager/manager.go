@@ -38,7 +38,10 @@ type Options struct {
 	// APIServerURL and APIServerCA are what agents use to reach this
 	// cluster; they are written into registration token values.
 	APIServerURL string
-	APIServerCA  []byte
+	// apiServerURLDefaulted: APIServerURL was not configured (New used
+	// the rest config's host).
+	apiServerURLDefaulted bool
+	APIServerCA           []byte
 	// AgentCheckinInterval is how often agents report in (default 15m).
 	AgentCheckinInterval time.Duration
 	// ShardID limits this replica to objects labelled with it.
@@ -155,7 +158,9 @@ func leaseName(opts Options) string {
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	opts.Defaults()
 	if opts.APIServerURL == "" {
-		opts.APIServerURL = cfg.Host
+		// The address this manager reaches its API server at: right for a
+		// manager outside the cluster, an in-cluster address otherwise.
+		opts.APIServerURL, opts.apiServerURLDefaulted = cfg.Host, true
 	}
 	if len(opts.APIServerCA) == 0 {
 		opts.APIServerCA = cfg.CAData

@@ -20,6 +20,7 @@ func registrationOptions(opts Options) registration.Options {
 		SystemNamespace:             opts.SystemNamespace,
 		SystemRegistrationNamespace: opts.SystemRegistrationNamespace,
 		APIServerURL:                opts.APIServerURL,
+		APIServerURLDefaulted:       opts.apiServerURLDefaulted,
 		APIServerCA:                 opts.APIServerCA,
 		BootstrapNamespace:          opts.BootstrapNamespace,
 		AgentCheckinInterval:        opts.AgentCheckinInterval,

@@ -83,8 +83,8 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case errors.As(err, &conflict):
 		// Without status.namespace nothing is deployed to, or granted in,
 		// the other cluster's namespace for this one.
-		r.refuseNamespace(ctx, cluster, conflict)
-		res, err = ctrl.Result{RequeueAfter: jitter(namespaceConflictRecheck)}, nil
+		err = r.refuseNamespace(ctx, cluster, conflict)
+		res = ctrl.Result{RequeueAfter: jitter(namespaceConflictRecheck)}
 	default:
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, "Error", err.Error(), cluster.Generation)
 	}
@@ -122,15 +122,11 @@ const namespaceConflictRecheck = 2 * time.Minute
 // 5-hex hash, so two Clusters may get the same name.
 type namespaceConflict struct {
 	ns string
-	// owner is the workspace/name of the Cluster the namespace belongs
-	// to; empty when it is not a Fleet cluster namespace at all.
+	// owner is the workspace/name of the Cluster the namespace belongs to.
 	owner string
 }
 
 func (e *namespaceConflict) Error() string {
-	if e.owner == "" {
-		return fmt.Sprintf("namespace %s exists and is not a Fleet cluster namespace; it is left alone", e.ns)
-	}
 	return fmt.Sprintf("namespace %s belongs to cluster %s (the names of both clusters shorten to the same namespace); rename this cluster", e.ns, e.owner)
 }
 
@@ -141,18 +137,18 @@ func namespaceOwner(ns *corev1.Namespace) (workspace, name string) {
 }
 
 // claimable says whether cluster may use ns as its namespace: ns names
-// cluster, or names no cluster and is labelled as a Fleet namespace (one
-// written before the manager annotated them). Anything else belongs to
-// someone else and is refused.
+// cluster, or names no cluster at all (created ahead by an operator, or
+// written before the manager annotated them). A namespace that names
+// another Cluster is that one's and is refused.
 func claimable(ns *corev1.Namespace, cluster *fleet.Cluster) error {
 	ws, name := namespaceOwner(ns)
 	switch {
 	case ws == cluster.Namespace && name == cluster.Name:
 		return nil
-	case ws == "" && name == "" && ns.Labels[fleet.ManagedLabel] == "true":
-		return nil
 	case ws == "" && name == "":
-		return &namespaceConflict{ns: ns.Name}
+		// Pre-created (with quotas, labels of the operator's) or written
+		// before the manager annotated them: it names no other cluster.
+		return nil
 	}
 	return &namespaceConflict{ns: ns.Name, owner: ws + "/" + name}
 }
@@ -202,8 +198,20 @@ func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.
 
 // refuseNamespace marks cluster as refused its namespace: no
 // status.namespace (nothing is deployed or granted there for it), a
-// condition, and an Event when it is new.
-func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.Cluster, conflict *namespaceConflict) {
+// condition, and an Event when it is new. Credentials granted to it there
+// before (two Clusters that shared the namespace before it was checked)
+// are revoked: its ServiceAccount, Role and RoleBinding in the namespace
+// and its content ClusterRoleBindings, all labelled with its name.
+func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.Cluster, conflict *namespaceConflict) error {
+	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
+	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}} {
+		if err := r.Client.DeleteAllOf(ctx, obj, client.InNamespace(conflict.ns), sel); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := r.Client.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
 	cluster.Status.Namespace = ""
 	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionProcessed)
 	if prev == nil || prev.Reason != ReasonNamespaceConflict || prev.Message != conflict.Error() {
@@ -213,6 +221,7 @@ func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.
 		}
 	}
 	setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, ReasonNamespaceConflict, conflict.Error(), cluster.Generation)
+	return nil
 }
 
 // clusterNamespace is the namespace object of a Cluster (contract 1), as

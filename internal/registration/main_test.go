@@ -55,7 +55,7 @@ const (
 )
 
 // optsManager are the options of the manager of optsWorkspace.
-var optsManager = registration.Options{RegistrationTokenTTLRequired: true, IgnoreClusterRegistrationLabels: true}
+var optsManager = registration.Options{RegistrationTokenTTLRequired: true, IgnoreClusterRegistrationLabels: true, APIServerURLDefaulted: true}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))

@@ -60,6 +60,23 @@ func TestClusterNamespaceConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A grant for the second cluster in that namespace, as a manager that
+	// did not check the namespace's owner left it: refusing the cluster
+	// revokes it.
+	staleLabels := map[string]string{fleet.ClusterLabel: collideClusterB, fleet.ClusterNamespaceLabel: collideWorkspaceB}
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stale-agent", Namespace: ns, Labels: staleLabels}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "stale-agent", Namespace: ns, Labels: staleLabels}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "stale-agent", Namespace: ns, Labels: staleLabels},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "stale-agent"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "stale-agent", Namespace: ns}}},
+	} {
+		if err := up.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// The second one has an agent that registers.
 	const clientID = "colliding-agent"
 	refused := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: collideClusterB, Namespace: collideWorkspaceB}, Spec: fleet.ClusterSpec{ClientID: clientID}}
@@ -121,46 +138,51 @@ func TestClusterNamespaceConflict(t *testing.T) {
 	}
 }
 
-// TestForeignNamespaceNotAdopted: a namespace that has the name of a
-// Cluster's namespace but is no Fleet cluster namespace (no label, no
-// annotations) is not taken over, and not deleted with the Cluster.
-func TestForeignNamespaceNotAdopted(t *testing.T) {
+// TestPrecreatedNamespaceAdopted: a namespace with the name of a
+// Cluster's namespace that names no cluster (an operator created it ahead,
+// with quotas or labels of their own) is the Cluster's: it is annotated
+// with the cluster, keeps its own labels, and goes with the Cluster, as in
+// Rancher Fleet.
+func TestPrecreatedNamespaceAdopted(t *testing.T) {
 	ctx := context.Background()
-	const name = "foreign-ns-cluster"
-	foreign := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterNamespace(workspace, name), Labels: map[string]string{"team": "x"}}}
-	if err := up.Client.Create(ctx, foreign); err != nil {
+	const name = "precreated-ns-cluster"
+	pre := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names.ClusterNamespace(workspace, name), Labels: map[string]string{"team": "x"}}}
+	if err := up.Client.Create(ctx, pre); err != nil {
 		t.Fatal(err)
 	}
 	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workspace}}
 	if err := up.Client.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cluster is refused the namespace", func() error {
+	eventually(t, "the cluster has the namespace", func() error {
 		got := &fleet.Cluster{}
 		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
 			return err
 		}
-		c := meta.FindStatusCondition(got.Status.Conditions, fleet.ConditionProcessed)
-		if c == nil || c.Reason != registration.ReasonNamespaceConflict || got.Status.Namespace != "" {
+		if got.Status.Namespace != pre.Name {
 			return fmt.Errorf("namespace %q, conditions %+v", got.Status.Namespace, got.Status.Conditions)
 		}
 		return nil
 	})
-	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
+	have := &corev1.Namespace{}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(pre), have); err != nil {
 		t.Fatal(err)
 	}
-	wantNamespaceOf(t, foreign)
+	if have.UID != pre.UID || have.Labels["team"] != "x" ||
+		have.Annotations[fleet.ClusterLabel] != name || have.Annotations[fleet.ClusterNamespaceLabel] != workspace {
+		t.Errorf("adopted namespace: uid %s (was %s), labels %v, annotations %v", have.UID, pre.UID, have.Labels, have.Annotations)
+	}
 	if err := up.Client.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the cluster is deleted", func() error {
-		err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &fleet.Cluster{})
-		if apierrors.IsNotFound(err) {
+	eventually(t, "the namespace goes with the cluster", func() error {
+		ns := &corev1.Namespace{}
+		err := up.Client.Get(ctx, client.ObjectKeyFromObject(pre), ns)
+		if apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("namespace still there: %v", err)
 	})
-	wantNamespaceOf(t, foreign)
 }
 
 // wantNamespaceOf asserts that the namespace want still exists, not

@@ -119,3 +119,27 @@ func TestIgnoreClusterRegistrationLabels(t *testing.T) {
 		t.Errorf("cluster labels %v, want %v", cluster.Labels, want)
 	}
 }
+
+// TestValuesSecretMarksDefaultedURL: a manager whose apiServerURL was not
+// configured (the one of optsWorkspace) marks its token values Secrets, so
+// that `fleet install agent-token` does not hand agents its in-cluster
+// address; a configured one (the shared manager) does not.
+func TestValuesSecretMarksDefaultedURL(t *testing.T) {
+	if !optsManager.APIServerURLDefaulted {
+		t.Fatal("the manager of optsWorkspace must have a defaulted apiServerURL")
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		ws   string
+		want string
+	}{{optsWorkspace, "true"}, {workspace, ""}} {
+		newToken(t, tc.ws, "url-mark", time.Hour)
+		s := &corev1.Secret{}
+		if err := up.Client.Get(ctx, client.ObjectKey{Namespace: tc.ws, Name: "url-mark"}, s); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Annotations[registration.APIServerURLDefaultedAnnotation]; got != tc.want {
+			t.Errorf("%s: annotation %q, want %q", tc.ws, got, tc.want)
+		}
+	}
+}

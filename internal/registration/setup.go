@@ -37,6 +37,12 @@ type Options struct {
 	// APIServerURL and APIServerCA are what agents use to reach the manager.
 	APIServerURL string
 	APIServerCA  []byte
+	// APIServerURLDefaulted says APIServerURL was not configured but is
+	// the manager's own view of its API server (in a cluster, an
+	// in-cluster address). Token values Secrets say so
+	// (APIServerURLDefaultedAnnotation), so that `fleet install
+	// agent-token` uses the admin's kubeconfig instead.
+	APIServerURLDefaulted bool
 	// BootstrapNamespace, when set, gets Cluster "local" and ClusterGroup
 	// "default" at start-up.
 	BootstrapNamespace string

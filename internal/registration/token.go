@@ -35,6 +35,10 @@ const (
 	labelTokenNamespace   = "fleet.cattle.io/import-token-namespace"
 	// minTokenLifetime is the shortest lifetime kube-apiserver accepts.
 	minTokenLifetime = 10 * time.Minute
+	// APIServerURLDefaultedAnnotation on a token's values Secret is "true"
+	// when its apiServerURL is not configured but the manager's own view
+	// of its API server (Options.APIServerURLDefaulted).
+	APIServerURLDefaultedAnnotation = "fleet.cattle.io/api-server-url-defaulted"
 	// ReasonTTLRequired is the reason of the Event about a token deleted
 	// for having no TTL (Options.RegistrationTokenTTLRequired), and of
 	// the refusal of a registration made with one.
@@ -172,6 +176,9 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: fleet.GroupVersion.String(), Kind: "ClusterRegistrationToken", Name: tok.Name, UID: tok.UID}}},
 		Type: fleet.SecretTypeClusterRegistrationValues,
 		Data: map[string][]byte{"values": values},
+	}
+	if r.Opts.APIServerURLDefaulted {
+		secret.Annotations[APIServerURLDefaultedAnnotation] = "true"
 	}
 	if err := apply(ctx, r.Client, secret); err != nil {
 		return time.Time{}, err
