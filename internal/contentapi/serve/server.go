@@ -343,18 +343,21 @@ func (h *handler) clock() time.Time {
 // whether it references Content name. It asks the API server's watch cache
 // first (resourceVersion 0: no etcd read), which is never older than the
 // watch the agent saw the deployment on when both go to the same API
-// server. Only if that copy exists but does not reference the Content
-// (another API server replica, lagging behind an update) does it read
-// etcd; a deployment the watch cache does not have is a miss, so that a
-// hint naming no deployment costs no etcd read.
+// server. If that copy is missing or does not reference the Content
+// (another API server replica, lagging behind), it reads etcd.
 func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
 	bd := &fleet.BundleDeployment{}
-	if err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}}); err != nil {
-		return false, client.IgnoreNotFound(err)
+	err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
 	}
-	if references(bd, name) {
+	if err == nil && references(bd, name) {
 		return true, nil
 	}
+	// Not in this API server's watch cache, or an older copy there: with
+	// several API servers the agent may have seen the deployment through
+	// another one. etcd decides (coalesced and remembered as a miss by
+	// the caller, so a bogus name costs one such read per miss period).
 	return deploymentReferences(ctx, h.live, key, name)
 }
 
