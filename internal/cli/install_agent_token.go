@@ -47,8 +47,8 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 			"register any number of clusters until its TTL expires.\n\n" +
 			"The API server URL and CA that agents use are the ones the manager writes into the token's\n" +
 			"values (what fleet-controller was installed with), as in the token's Secret; override them\n" +
-			"with --server-url and --ca-file (or --no-ca). Only when the manager gives none are the server\n" +
-			"and CA of your kubeconfig used.\n\n" +
+			"with --server-url and --ca-file (or --no-ca). When the manager gives none, or was installed\n" +
+			"without apiServerURL (its own in-cluster address), the server and CA of your kubeconfig are used.\n\n" +
 			"--group names a ClusterGroup of the workspace: the labels of its selector's matchLabels are\n" +
 			"given to every cluster registered with the token, so that the cluster joins the group. The\n" +
 			"printed manifests then carry the fleet-agent ConfigMap with those labels (replacing one from\n" +
