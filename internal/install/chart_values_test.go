@@ -312,3 +312,32 @@ ignoreClusterRegistrationLabels: true
 		})
 	}
 }
+
+// TestControllerChartComponentResources: Rancher's chart takes the
+// controller's resources also per component (resources.fleetController,
+// beside fleetCleanup, gitjob, helmops...); such a values file sets this
+// chart's controller resources, and the other components' are ignored
+// rather than written into the container.
+func TestControllerChartComponentResources(t *testing.T) {
+	deps := renderDeployments(t, charts.Controller, yamlValues(t, `
+resources:
+  fleetController:
+    requests: {cpu: 200m}
+    limits: {memory: 2Gi}
+  gitjob:
+    limits: {memory: 3Gi}
+shards: [{id: s1}]
+`))
+	for name, d := range deps {
+		r := container(t, d).Resources
+		if r.Limits.Memory().String() != "2Gi" || r.Requests.Cpu().String() != "200m" {
+			t.Errorf("%s resources %+v, want fleetController's", name, r)
+		}
+	}
+	// A flat map still applies as it is.
+	d := renderDeployments(t, charts.Controller, yamlValues(t, "resources: {limits: {memory: 512Mi}}\n"))["fleet-controller"]
+	if r := container(t, d).Resources; r.Limits.Memory().String() != "512Mi" {
+		m := r.Limits.Memory().String()
+		t.Errorf("flat resources: limits.memory %s, want 512Mi", m)
+	}
+}

@@ -38,3 +38,21 @@ of which only fleetController applies: this chart has no other component.
 {{- end -}}
 {{- if $out }}{{ toYaml $out }}{{ end -}}
 {{- end -}}
+
+{{/*
+The controller container's resources as YAML. Either requests/limits as
+they are or, as in Rancher's chart, per component: fleetController's
+replace the defaults; the other components' (fleetCleanup, gitjob,
+helmops...) have no container here and are dropped.
+*/}}
+{{- define "fleet.resources" -}}
+{{- $r := . | default dict -}}
+{{- if kindIs "map" $r.fleetController -}}
+{{- $r = $r.fleetController -}}
+{{- end -}}
+{{- $out := dict -}}
+{{- range $k := list "requests" "limits" "claims" -}}
+{{- if hasKey $r $k }}{{ $_ := set $out $k (get $r $k) }}{{ end -}}
+{{- end -}}
+{{- if $out }}{{ toYaml $out }}{{ end -}}
+{{- end -}}
