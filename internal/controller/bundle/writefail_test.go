@@ -10,11 +10,11 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // TestWriteFailureOnStatus: when the API server refuses a BundleDeployment
@@ -28,24 +28,10 @@ func TestWriteFailureOnStatus(t *testing.T) {
 	createNamespace(t, ctx, ws, nil)
 	c := newCluster(t, ctx, ws, "wf1", map[string]string{"wf": "yes"}, time.Second)
 
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-writefail"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule: admissionv1.Rule{APIGroups: []string{fleet.GroupVersion.Group}, APIVersions: []string{"*"},
-						Resources: []string{"bundledeployments"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{Expression: "object.metadata.name != 'wf'", Message: "quota: no room for wf"}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-writefail"},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
+	policy, binding := fleettest.Denial{
+		Name: "deny-writefail", Operation: admissionv1.Create, Resource: "bundledeployments",
+		Allow: "object.metadata.name != 'wf'", Message: "quota: no room for wf",
+	}.Objects()
 	must(t, env.Client.Create(ctx, policy))
 	must(t, env.Client.Create(ctx, binding))
 	// The API server applies a policy once its informer has it.

@@ -9,7 +9,6 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -26,27 +25,11 @@ func TestRefusedStatusWriteKeepsTheSync(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "statuslost")
 	const label = "test.fleet/refuse-status"
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "refuse-gitrepo-status"},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule: admissionv1.Rule{APIGroups: []string{fleet.GroupVersion.Group}, APIVersions: []string{"*"},
-						Resources: []string{"gitrepos/status"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf("!has(object.metadata.labels) || !('%s' in object.metadata.labels)", label),
-				Message:    "status writes refused for this test",
-			}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
+	policy, binding := fleettest.Denial{
+		Name: "refuse-gitrepo-status", Operation: admissionv1.Update, Resource: "gitrepos/status",
+		Allow:   fmt.Sprintf("!has(object.metadata.labels) || !('%s' in object.metadata.labels)", label),
+		Message: "status writes refused for this test",
+	}.Objects()
 	for _, o := range []client.Object{policy, binding} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
