@@ -203,7 +203,7 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 // lookup finds the chart version matching a version or semver constraint.
 // An invalid version is refused before the repository is contacted.
 func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersion, error) {
-	if err := checkVersion(version); err != nil {
+	if err := CheckVersion(version); err != nil {
 		return nil, err
 	}
 	shown := redact(repoURL)
@@ -255,9 +255,9 @@ func (e *versionError) Error() string {
 
 func (e *versionError) Is(target error) bool { return target == ErrInvalidVersion }
 
-// checkVersion refuses what Helm cannot read as a version constraint (an
-// exact version is one); empty means the latest.
-func checkVersion(version string) error {
+// CheckVersion refuses what Helm cannot read as a version constraint (an
+// exact version is one) with an ErrInvalidVersion; empty means the latest.
+func CheckVersion(version string) error {
 	if version == "" {
 		return nil
 	}

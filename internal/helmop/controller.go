@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -247,16 +246,14 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 
 // checkVersion refuses a helm.version that is neither an exact version
 // nor a semver constraint, whatever the chart source, before any
-// repository is contacted: no retry can make it work.
+// repository is contacted: no retry can make it work. (The bundle reader
+// checks it only where it resolves a version: repositories and OCI.)
 func checkVersion(h *fleet.HelmOptions) error {
-	if h == nil || h.Version == "" {
+	if h == nil {
 		return nil
 	}
-	if _, err := semver.StrictNewVersion(h.Version); err == nil {
-		return nil
-	}
-	if _, err := semver.NewConstraint(h.Version); err != nil {
-		return fmt.Errorf("spec.helm.version %q: not a version or a semver constraint (such as 1.2.3, ^1.2 or \">= 1.0, < 2.0\")", h.Version)
+	if err := bundlereader.CheckVersion(h.Version); err != nil {
+		return fmt.Errorf("spec.helm.version: %w", err)
 	}
 	return nil
 }

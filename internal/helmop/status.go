@@ -141,23 +141,14 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 }
 
 // bundleRejection is the Bundle's Stalled condition when the Bundle
-// controller rejected its current generation whole (bad input such as an
-// invalid clusterSelector), with ReasonBundleFailed when it has no reason;
-// nil otherwise. A Stalled condition of an older generation means the
-// Bundle is waiting to be processed again.
+// controller rejected its current generation whole (summary.Rejection),
+// with ReasonBundleFailed when it has no reason; nil otherwise.
 func bundleRejection(b *fleet.Bundle) *metav1.Condition {
-	if b == nil {
-		return nil
+	c := summary.Rejection(b)
+	if c != nil && c.Reason == "" {
+		c.Reason = ReasonBundleFailed
 	}
-	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled)
-	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration < b.Generation {
-		return nil
-	}
-	out := *c
-	if out.Reason == "" {
-		out.Reason = ReasonBundleFailed
-	}
-	return &out
+	return c
 }
 
 // pollingInterval is how often op's chart version is re-resolved, or 0:

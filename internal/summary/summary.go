@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
@@ -280,4 +281,22 @@ func objectName(kind, ns, name string) string {
 // ReadyCount formats "ready/desired" for display columns.
 func ReadyCount(s fleet.BundleSummary) string {
 	return fmt.Sprintf("%d/%d", s.Ready, s.DesiredReady)
+}
+
+// Rejection is a copy of b's Stalled condition when the Bundle controller
+// rejected b's current generation whole (bad input such as a repo URL no
+// GitRepoRestriction allows, or an invalid clusterSelector), else nil. The
+// Bundle's observedGeneration is not bumped then, yet it is not waiting to
+// be processed: it stays so until it changes. A Stalled condition of an
+// older generation is the Bundle waiting to be processed again.
+func Rejection(b *fleet.Bundle) *metav1.Condition {
+	if b == nil {
+		return nil
+	}
+	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration < b.Generation {
+		return nil
+	}
+	out := *c
+	return &out
 }

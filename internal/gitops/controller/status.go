@@ -117,14 +117,10 @@ func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bund
 }
 
 // bundleFailure reports a Bundle the Bundle controller rejected whole
-// (bad input such as a repo URL no GitRepoRestriction allows or an invalid
-// clusterSelector): Stalled=True for the Bundle's current generation. Its
-// status observedGeneration is not bumped then, yet it is not waiting: it
-// stays so until the Bundle changes. A Stalled condition of an older
-// generation is the Bundle waiting to be processed again.
+// (summary.Rejection).
 func bundleFailure(b *fleet.Bundle) (failedBundle, bool) {
-	c := meta.FindStatusCondition(b.Status.Conditions, fleet.ConditionStalled)
-	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration < b.Generation {
+	c := summary.Rejection(b)
+	if c == nil {
 		return failedBundle{}, false
 	}
 	return failedBundle{Name: b.Name, Reason: c.Reason, Message: c.Message}, true
