@@ -346,19 +346,17 @@ func (h *handler) clock() time.Time {
 // server. If that copy is missing or does not reference the Content
 // (another API server replica, lagging behind), it reads etcd.
 func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
-	bd := &fleet.BundleDeployment{}
-	err := h.live.Get(ctx, key, bd, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, err
+	// etcd decides when the watch cache does not: with several API
+	// servers the agent may have seen the deployment through another one
+	// (coalesced and remembered as a miss by liveCheck, so a bogus name
+	// costs one such read per miss period).
+	for _, rv := range []string{"0", ""} {
+		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+		if err != nil || ok {
+			return ok, err
+		}
 	}
-	if err == nil && references(bd, name) {
-		return true, nil
-	}
-	// Not in this API server's watch cache, or an older copy there: with
-	// several API servers the agent may have seen the deployment through
-	// another one. etcd decides (coalesced and remembered as a miss by
-	// the caller, so a bogus name costs one such read per miss period).
-	return deploymentReferences(ctx, h.live, key, name)
+	return false, nil
 }
 
 // missKey is one live check: Content name for deployment bd (empty: any)
