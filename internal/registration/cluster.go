@@ -203,13 +203,7 @@ func (r *ClusterReconciler) ensureNamespace(ctx context.Context, cluster *fleet.
 // are revoked: its ServiceAccount, Role and RoleBinding in the namespace
 // and its content ClusterRoleBindings, all labelled with its name.
 func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.Cluster, conflict *namespaceConflict) error {
-	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
-	for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}} {
-		if err := r.Client.DeleteAllOf(ctx, obj, client.InNamespace(conflict.ns), sel); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	if err := r.Client.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.deleteGrants(ctx, cluster, conflict.ns); err != nil {
 		return err
 	}
 	cluster.Status.Namespace = ""
@@ -279,28 +273,41 @@ func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.C
 	if left {
 		return errRegistrationsLeft
 	}
-	// Sweep by label too, in case a registration object was removed by hand.
+	// Sweep by label too, in case a registration object was removed by
+	// hand: the grants in the cluster namespace and in the workspace.
 	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
-	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
-	sweeps := []struct {
-		obj client.Object
-		ns  string
-	}{
-		{&corev1.ServiceAccount{}, ns}, {&rbacv1.RoleBinding{}, ns}, {&rbacv1.Role{}, ns},
-		{&rbacv1.RoleBinding{}, cluster.Namespace}, {&rbacv1.Role{}, cluster.Namespace},
-	}
-	for _, s := range sweeps {
-		if err := r.Client.DeleteAllOf(ctx, s.obj, client.InNamespace(s.ns), sel); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	if err := r.Client.DeleteAllOf(ctx, &rbacv1.ClusterRoleBinding{}, sel); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.deleteGrants(ctx, cluster, ns, cluster.Namespace); err != nil {
 		return err
 	}
 	if err := deleteIfExists(ctx, r.Client, &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: importTokenName(cluster), Namespace: cluster.Namespace}}); err != nil {
 		return err
 	}
 	return r.deleteOwnNamespace(ctx, cluster, ns)
+}
+
+// deleteGrants deletes, by their labels, what registrations granted
+// cluster's agents: the ServiceAccounts of the cluster namespace ns, the
+// Roles and RoleBindings of ns and of the other namespaces given, and the
+// content ClusterRoleBindings.
+func (r *ClusterReconciler) deleteGrants(ctx context.Context, cluster *fleet.Cluster, ns string, more ...string) error {
+	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
+	sweep := func(obj client.Object, opts ...client.DeleteAllOfOption) error {
+		if err := r.Client.DeleteAllOf(ctx, obj, append(opts, sel)...); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}
+	if err := sweep(&corev1.ServiceAccount{}, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, n := range append([]string{ns}, more...) {
+		for _, obj := range []client.Object{&rbacv1.RoleBinding{}, &rbacv1.Role{}} {
+			if err := sweep(obj, client.InNamespace(n)); err != nil {
+				return err
+			}
+		}
+	}
+	return sweep(&rbacv1.ClusterRoleBinding{})
 }
 
 // deleteOwnNamespace deletes ns if it is cluster's own (its annotations
