@@ -179,9 +179,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// repeat them before the next poll is due), so what they learnt
 		// must reach the status with the retry.
 		r.mu.Lock()
-		if r.unwritten == nil {
-			r.unwritten = map[types.NamespacedName]syncedFields{}
-		}
 		r.unwritten[req.NamespacedName] = done
 		r.mu.Unlock()
 		return ctrl.Result{}, err
