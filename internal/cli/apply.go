@@ -159,14 +159,18 @@ type helmCreds struct {
 	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
 }
 
-func (c helmCreds) caBundle() []byte {
-	if c.CABundle == "" || strings.Contains(c.CABundle, "-----BEGIN") {
-		return []byte(c.CABundle)
+func (c helmCreds) caBundle() []byte { return pemOrBase64(c.CABundle) }
+
+// pemOrBase64 is s as PEM: s itself when it holds PEM (or is not base64),
+// else s base64-decoded. Fleet takes CA bundles either way.
+func pemOrBase64(s string) []byte {
+	if s == "" || strings.Contains(s, "-----BEGIN") {
+		return []byte(s)
 	}
-	if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(c.CABundle)); err == nil {
+	if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s)); err == nil {
 		return b
 	}
-	return []byte(c.CABundle)
+	return []byte(s)
 }
 
 // targetsFile is the content of --targets-file.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	neturl "net/url"
 	"os"
@@ -306,11 +305,7 @@ func checkServerURL(s string) error {
 
 // isPEMOrBase64PEM is what the agent chart accepts as apiServerCA.
 func isPEMOrBase64PEM(b []byte) bool {
-	if strings.Contains(string(b), "-----BEGIN") {
-		return true
-	}
-	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	return err == nil && strings.Contains(string(dec), "-----BEGIN")
+	return strings.Contains(string(pemOrBase64(string(b))), "-----BEGIN")
 }
 
 // clusterGroupLabels maps --group to labels: a ClusterGroup selects
