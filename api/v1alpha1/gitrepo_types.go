@@ -105,11 +105,29 @@ type GitRepoSpec struct {
 	// storage of contents is not implemented); a warning event says so.
 	// +optional
 	OCIRegistrySecret string `json:"ociRegistrySecret,omitempty"`
+	// ImageScanInterval and ImageScanCommit are accepted so that Rancher
+	// Fleet manifests apply unchanged under strict field validation, and
+	// ignored (image scanning is not implemented); a warning event says so.
+	// +optional
+	ImageScanInterval *metav1.Duration `json:"imageScanInterval,omitempty"`
+	// +optional
+	ImageScanCommit *CommitSpec `json:"imageScanCommit,omitempty"`
 	// Bundles lists bundle directories explicitly ("driven scan"); when set,
 	// Paths is ignored and nothing is discovered below the listed
 	// directories.
 	// +optional
 	Bundles []BundlePath `json:"bundles,omitempty"`
+}
+
+// CommitSpec is how Rancher Fleet's image scan writes its commits back
+// (accepted, unused).
+type CommitSpec struct {
+	// +optional
+	AuthorName string `json:"authorName,omitempty"`
+	// +optional
+	AuthorEmail string `json:"authorEmail,omitempty"`
+	// +optional
+	MessageTemplate string `json:"messageTemplate,omitempty"`
 }
 
 // BundlePath is one bundle of a driven scan: a directory and the options

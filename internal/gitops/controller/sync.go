@@ -220,6 +220,10 @@ func (r *Reconciler) emitEvents(old, repo *fleet.GitRepo) {
 		events = append(events, eventInfo{typ: corev1.EventTypeWarning, reason: "OCIStorageUnsupported",
 			msg: "spec.ociRegistrySecret is ignored: bundle contents are stored once as Content resources in this cluster"})
 	}
+	if (repo.Spec.ImageScanInterval != nil || repo.Spec.ImageScanCommit != nil) && repo.Status.Commit != "" && repo.Status.Commit != old.Status.Commit {
+		events = append(events, eventInfo{typ: corev1.EventTypeWarning, reason: "ImageScanUnsupported",
+			msg: "spec.imageScanInterval and spec.imageScanCommit are ignored: image scanning is not implemented"})
+	}
 	for _, e := range events {
 		r.Recorder.Eventf(repo, nil, e.typ, e.reason, e.reason, "%s", e.msg)
 	}
