@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,8 +57,8 @@ type Options struct {
 	// MetricsAddr of the upstream manager; "" or "0" disables.
 	MetricsAddr string
 	// LeaderElection makes replicas compete for Lease fleet-agent in the
-	// agent namespace; only the holder runs. Losing the lease ends Run with
-	// an error (the process exits and restarts, as Fleet's agent does).
+	// agent namespace; only the holder runs. A replica that loses the lease
+	// stops and campaigns again (Fleet's agent exits instead).
 	LeaderElection bool
 	// Identity in the Lease (default $POD_NAME, else the host name).
 	Identity string
@@ -119,44 +120,83 @@ func Run(ctx context.Context, opts Options) error {
 	if !opts.LeaderElection {
 		return run(ctx, opts)
 	}
+	return lead(ctx, opts, run)
+}
+
+// lead runs fn while this process holds Lease fleet-agent in the agent
+// namespace. A replica that loses the lease (the downstream API server was
+// out for longer than RenewDeadline, or another replica took it over)
+// stops fn, waits until fn has returned, and campaigns again: it does not
+// exit, so an outage of the cluster's own API server never turns into
+// container restarts. Only one fn runs at a time in this process.
+func lead(ctx context.Context, opts Options, fn func(context.Context, Options) error) error {
+	l := log.FromContext(ctx).WithName("fleet-agent")
 	cs, err := kubernetes.NewForConfig(opts.Downstream)
 	if err != nil {
 		return err
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: "fleet-agent", Namespace: opts.Namespace},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
-	}
-	var runErr error
-	ran := false
-	leCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
-		ReleaseOnCancel: true, Name: "fleet-agent",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(c context.Context) {
-				ran = true
-				runErr = run(c, opts)
-				cancel()
+	for ctx.Err() == nil {
+		lock := &acquiredLock{Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: "fleet-agent", Namespace: opts.Namespace},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+		}}
+		finished := make(chan error, 1)
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+			ReleaseOnCancel: true, Name: "fleet-agent",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(c context.Context) { finished <- fn(c, opts) },
+				OnStoppedLeading: func() {},
 			},
-			OnStoppedLeading: func() {},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	le.Run(leCtx)
-	switch {
-	case ctx.Err() != nil:
-		return nil
-	case runErr != nil:
-		return runErr
-	case ran:
-		return errors.New("lost the fleet-agent lease")
+		})
+		if err != nil {
+			return err
+		}
+		le.Run(ctx)
+		if !lock.acquired.Load() {
+			// Run returns without leading only when ctx ended.
+			continue
+		}
+		// The elector starts fn in a goroutine of its own and cancels fn's
+		// context when it returns; fn may still be stopping.
+		if err := <-finished; err != nil && ctx.Err() == nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.Info("lost the fleet-agent lease; stopped, campaigning again")
+		select {
+		case <-ctx.Done():
+		case <-time.After(register.Jitter(opts.RetryPeriod)):
+		}
 	}
 	return nil
+}
+
+// acquiredLock records that this process wrote the lease as its holder.
+// The elector does that before it starts OnStartedLeading in a goroutine,
+// so after Run returns, acquired says whether that goroutine exists.
+type acquiredLock struct {
+	resourcelock.Interface
+	acquired atomic.Bool
+}
+
+func (a *acquiredLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := a.Interface.Create(ctx, ler)
+	if err == nil {
+		a.acquired.Store(true)
+	}
+	return err
+}
+
+func (a *acquiredLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := a.Interface.Update(ctx, ler)
+	if err == nil && ler.HolderIdentity == a.Identity() {
+		a.acquired.Store(true)
+	}
+	return err
 }
 
 func run(ctx context.Context, opts Options) error {
