@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +63,11 @@ type RegistrationReconciler struct {
 	// that the grant itself does not write it again. Lost on a restart,
 	// after which the grant writes it once more (create or apply).
 	readGranted sync.Map
+	// handedOver records, per registration (by UID) not yet marked
+	// granted, the hand-over Secret this process wrote (see handOver), so
+	// that a retried grant neither writes a second token nor writes a new
+	// Secret once the agent took its credential.
+	handedOver sync.Map
 }
 
 // SetupWithManager registers the controller; a Cluster change (its
@@ -176,6 +180,7 @@ func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if !reg.DeletionTimestamp.IsZero() {
 		r.readGranted.Delete(reg.UID)
+		r.handedOver.Delete(reg.UID)
 		if err := r.revoke(ctx, reg); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -188,6 +193,9 @@ func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	if reg.Status.Granted {
+		// The grant is recorded. Should it run again (its status lost),
+		// handOver judges the Secret it finds without this record.
+		r.handedOver.Delete(reg.UID)
 		return r.afterGrant(ctx, reg)
 	}
 	old := reg.DeepCopy()
@@ -196,6 +204,7 @@ func (r *RegistrationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	switch {
 	case errors.As(err, &ref):
 		r.readGranted.Delete(reg.UID)
+		r.handedOver.Delete(reg.UID)
 		log.Info("refusing cluster registration", "reason", ref.reason, "message", ref.msg, "clientID", reg.Spec.ClientID)
 		setCond(&reg.Status.Conditions, ConditionGranted, metav1.ConditionFalse, ref.reason, ref.msg, reg.Generation)
 		err = nil
@@ -314,7 +323,7 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 		return ctrl.Result{}, err
 	}
 	if !viaAPI {
-		if err := r.writeHandover(ctx, g, secretName, labels); err != nil {
+		if err := r.handOver(ctx, reg, g, secretName, labels); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -337,28 +346,6 @@ func handoverOf(viaAPI bool) string {
 		return "content API"
 	}
 	return "Secret"
-}
-
-// writeHandover mints the credential and writes it into the hand-over
-// Secret, which only the registration token can read.
-func (r *RegistrationReconciler) writeHandover(ctx context.Context, g grant, secretName string, labels map[string]string) error {
-	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
-	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
-	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: g.SA, Namespace: g.ClusterNamespace}}, tr); err != nil {
-		return fmt.Errorf("requesting agent token: %w", err)
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.Opts.SystemRegistrationNamespace, Labels: labels},
-		Type:       fleet.SecretTypeAgentCredential,
-		Data: map[string][]byte{
-			"token":               []byte(tr.Status.Token),
-			"deploymentNamespace": []byte(g.ClusterNamespace),
-			"clusterNamespace":    []byte(g.Workspace),
-			"clusterName":         []byte(g.Cluster),
-			"systemNamespace":     []byte(r.Opts.SystemNamespace),
-		},
-	}
-	return ensure(ctx, r.Client, secret)
 }
 
 // findOrCreateCluster returns the Cluster of reg's clientID in reg's

@@ -2,8 +2,11 @@ package registration
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -270,4 +273,178 @@ func MayHandOverCredentials(ctx context.Context, c client.Client) (bool, error) 
 		}
 	}
 	return true, nil
+}
+
+// registrationUIDAnnotation on a hand-over Secret names the registration
+// (by UID) whose credential it holds: a registration deleted and made
+// again under the same name is another one, with another ServiceAccount.
+const registrationUIDAnnotation = fleet.LabelPrefix + "registration-uid"
+
+// handedOver is what one grant wrote for the Secret hand-over.
+type handedOver struct {
+	secret    types.UID
+	clusterNS string
+}
+
+// handOver puts reg's credential for g into its hand-over Secret, which
+// only the registration token can read, at most once per registration.
+// The grant writes the Secret before it marks the registration granted;
+// when that status write fails (a conflict, a refused write), the grant
+// runs again, and must not leave a second credential behind:
+//   - the Secret this process wrote is still there and still valid for
+//     reg (reusable): it is handed over as it is, no token is minted;
+//   - it is gone: the agent took the credential (it deletes the Secret
+//     once it stored it), and a new Secret would only wait, unread, with
+//     a live token, for RegistrationSecretTTL: nothing is written;
+//   - otherwise a new token replaces the Secret's content (one Secret
+//     name per registration, so there is never a second Secret).
+//
+// What this process wrote is kept in memory (handedOver): after a restart
+// between the Secret and the status write, a Secret the agent already took
+// is written once more, and removed after RegistrationSecretTTL.
+func (r *RegistrationReconciler) handOver(ctx context.Context, reg *fleet.ClusterRegistration, g grant, secretName string, labels map[string]string) error {
+	key := client.ObjectKey{Namespace: r.Opts.SystemRegistrationNamespace, Name: secretName}
+	var existing *corev1.Secret
+	if v, ok := r.handedOver.Load(reg.UID); ok {
+		s := &corev1.Secret{}
+		err := r.Reader.Get(ctx, key, s)
+		switch {
+		case apierrors.IsNotFound(err) && v.(handedOver).clusterNS == g.ClusterNamespace:
+			return nil
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		default:
+			existing = s
+		}
+	}
+	if existing != nil {
+		if done, err := r.reuseHandover(ctx, existing, reg, g, labels); done || err != nil {
+			return err
+		}
+	}
+	seconds := int64(r.Opts.AgentTokenTTL / time.Second)
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if err := r.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: g.SA, Namespace: g.ClusterNamespace}}, tr); err != nil {
+		return fmt.Errorf("requesting agent token: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: key.Namespace, Labels: labels,
+			Annotations: map[string]string{registrationUIDAnnotation: string(reg.UID)}},
+		Type: fleet.SecretTypeAgentCredential,
+		Data: map[string][]byte{
+			"token":               []byte(tr.Status.Token),
+			"deploymentNamespace": []byte(g.ClusterNamespace),
+			"clusterNamespace":    []byte(g.Workspace),
+			"clusterName":         []byte(g.Cluster),
+			"systemNamespace":     []byte(r.Opts.SystemNamespace),
+		},
+	}
+	if existing == nil {
+		// A create is the common case, and cheaper than an apply.
+		err := r.Client.Create(ctx, secret, fieldOwner)
+		switch {
+		case err == nil:
+			r.handedOver.Store(reg.UID, handedOver{secret: secret.UID, clusterNS: g.ClusterNamespace})
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating hand-over Secret %s: %w", key, err)
+		}
+		// Written before this process knew of it (a restart): the token
+		// just minted is dropped unless the Secret is not reg's.
+		existing = &corev1.Secret{}
+		if err := r.Reader.Get(ctx, key, existing); err != nil {
+			return err
+		}
+		if done, err := r.reuseHandover(ctx, existing, reg, g, labels); done || err != nil {
+			return err
+		}
+	}
+	// Not reg's credential (any more): replaced, so that the one Secret
+	// holds the new one.
+	if err := apply(ctx, r.Client, secret); err != nil {
+		return err
+	}
+	r.handedOver.Store(reg.UID, handedOver{secret: secret.UID, clusterNS: g.ClusterNamespace})
+	return nil
+}
+
+// reuseHandover records s as reg's hand-over and reports true when s
+// already holds reg's credential for g (see reusableHandover).
+func (r *RegistrationReconciler) reuseHandover(ctx context.Context, s *corev1.Secret, reg *fleet.ClusterRegistration, g grant, labels map[string]string) (bool, error) {
+	ok, err := r.reusableHandover(ctx, s, reg, g, labels)
+	if ok {
+		r.handedOver.Store(reg.UID, handedOver{secret: s.UID, clusterNS: g.ClusterNamespace})
+	}
+	return ok, err
+}
+
+// reusableHandover reports whether s, an existing hand-over Secret, holds
+// reg's credential for g as a new write would: written for this very
+// registration, naming g's cluster and labelled as the grant labels it
+// (the clean-ups find it by these), with a token of g's ServiceAccount as
+// it exists now (one deleted and made again refuses the old one's tokens)
+// that has most of its life ahead.
+func (r *RegistrationReconciler) reusableHandover(ctx context.Context, s *corev1.Secret, reg *fleet.ClusterRegistration, g grant, labels map[string]string) (bool, error) {
+	if !s.DeletionTimestamp.IsZero() || s.Type != fleet.SecretTypeAgentCredential || s.Annotations[registrationUIDAnnotation] != string(reg.UID) ||
+		string(s.Data["deploymentNamespace"]) != g.ClusterNamespace || string(s.Data["clusterNamespace"]) != g.Workspace ||
+		string(s.Data["clusterName"]) != g.Cluster || string(s.Data["systemNamespace"]) != r.Opts.SystemNamespace {
+		return false, nil
+	}
+	for k, v := range labels {
+		if s.Labels[k] != v {
+			return false, nil
+		}
+	}
+	c, err := parseSAToken(string(s.Data["token"]))
+	if err != nil || c.namespace != g.ClusterNamespace || c.name != g.SA || !time.Now().Before(c.halfLife) {
+		return false, nil
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: g.ClusterNamespace, Name: g.SA}, sa); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return sa.UID == c.uid, nil
+}
+
+// saToken is what a ServiceAccount token (a JWT from the TokenRequest API)
+// says about itself.
+type saToken struct {
+	namespace, name string
+	uid             types.UID
+	// halfLife is halfway between its issue and its expiry.
+	halfLife time.Time
+}
+
+// parseSAToken reads the claims of a ServiceAccount token without
+// verifying it: it is one the manager wrote itself, and only checked for
+// whether it is still worth handing over.
+func parseSAToken(token string) (saToken, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return saToken{}, errors.New("not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return saToken{}, err
+	}
+	var cl struct {
+		Exp int64 `json:"exp"`
+		Iat int64 `json:"iat"`
+		K8s struct {
+			Namespace      string `json:"namespace"`
+			ServiceAccount struct {
+				Name string `json:"name"`
+				UID  string `json:"uid"`
+			} `json:"serviceaccount"`
+		} `json:"kubernetes.io"`
+	}
+	if err := json.Unmarshal(payload, &cl); err != nil {
+		return saToken{}, err
+	}
+	if cl.Exp == 0 || cl.Exp < cl.Iat || cl.K8s.ServiceAccount.UID == "" {
+		return saToken{}, errors.New("not a bound ServiceAccount token")
+	}
+	return saToken{namespace: cl.K8s.Namespace, name: cl.K8s.ServiceAccount.Name, uid: types.UID(cl.K8s.ServiceAccount.UID),
+		halfLife: time.Unix(cl.Iat+(cl.Exp-cl.Iat)/2, 0)}, nil
 }
