@@ -353,9 +353,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		wait, timeout = kube.StatusWatcherStrategy, time.Duration(helm.TimeoutSeconds)*time.Second
 	}
 	if last != nil && (last.Info.Status == rcommon.StatusPendingInstall ||
-		(last.Info.Status == rcommon.StatusFailed && last.Version == 1) || last.Info.Status == rcommon.StatusUninstalled) {
-		// A first install that never finished: start over rather than
-		// failing forever with "has no deployed releases".
+		(last.Info.Status == rcommon.StatusFailed && last.Version == 1) ||
+		last.Info.Status == rcommon.StatusUninstalled || last.Info.Status == rcommon.StatusUninstalling) {
+		// A first install that never finished, or a release uninstalled
+		// (an uninstall interrupted leaves it uninstalling, as Rancher
+		// Fleet's mustUninstall knows): start over rather than failing
+		// forever with "has no deployed releases". Objects left behind
+		// carry this release's ownership, so the install adopts them.
 		if err := purgeHistory(ac, name); err != nil {
 			return nil, err
 		}
@@ -396,6 +400,9 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		i.RollbackOnFailure = helm.Atomic
 		i.WaitStrategy, i.Timeout, i.WaitForJobs = wait, timeout, helm.WaitForJobs
 		i.SkipSchemaValidation = helm.SkipSchemaValidation
+		// As in Rancher Fleet, templates may resolve host names
+		// (getHostByName) unless the bundle sets helm.disableDNS.
+		i.EnableDNS = !helm.DisableDNS
 		i.Labels = labels
 		i.PostRenderer = postRender
 		rel, err = i.RunWithContext(ctx, ch, values)
@@ -422,6 +429,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		u.RollbackOnFailure = helm.Atomic
 		u.WaitStrategy, u.Timeout, u.WaitForJobs = wait, timeout, helm.WaitForJobs
 		u.SkipSchemaValidation = helm.SkipSchemaValidation
+		u.EnableDNS = !helm.DisableDNS
 		u.Labels = labels
 		u.PostRenderer = postRender
 		rel, err = u.RunWithContext(ctx, name, ch, values)
@@ -449,11 +457,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 }
 
 // chartOf returns the chart to install and the post-renderer Helm must run
-// on it: pr for a Helm chart, none for a chart synthesized from final
+// on it: pr for a Helm chart (running the bundle's kustomization, if any,
+// over Helm's output first), none for a chart synthesized from final
 // manifests, which pr transforms before the chart is built (and whose CRDs
 // it creates right away).
 func chartOf(name string, src source, pr *postRenderer) (*chart.Chart, postrenderer.PostRenderer, error) {
 	if src.chart != nil {
+		pr.kustomize = src.kustomize
 		return src.chart, pr, nil
 	}
 	docs, crds, err := pr.preRender(src.docs)

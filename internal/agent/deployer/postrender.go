@@ -55,6 +55,9 @@ type postRenderer struct {
 	// applyCRDs is called with the bundle's CRDs before Helm builds the
 	// object list; nil skips it.
 	applyCRDs func([]*unstructured.Unstructured) error
+	// kustomize, when set, is the bundle's kustomization the chart's
+	// rendered objects go through before the rules above (Run only).
+	kustomize *chartKustomization
 }
 
 var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
@@ -65,6 +68,11 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	objs, err := decodeAll(in.Bytes())
 	if err != nil {
 		return nil, err
+	}
+	if p.kustomize != nil {
+		if objs, err = kustomizeRendered(p.kustomize, objs); err != nil {
+			return nil, err
+		}
 	}
 	crds, err := p.transform(objs)
 	if err != nil {

@@ -2,6 +2,7 @@ package deployer
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -12,6 +13,13 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -33,11 +41,23 @@ const chartDataDir = "manifests/"
 type source struct {
 	chart *chart.Chart
 	docs  []namedDoc
+	// kustomize, for a chart whose bundle has a kustomization at
+	// kustomize.dir, is that kustomization: Helm's output goes through it
+	// (see kustomizeRendered).
+	kustomize *chartKustomization
+}
+
+// chartKustomization is the kustomization a chart's rendered objects go
+// through: the bundle's files and the directory of the kustomization.
+type chartKustomization struct {
+	files map[string]string
+	dir   string
 }
 
 // renderSource turns a bundle manifest into what is installed: the chart
-// under helm.chart when set, else the output of kustomize or the raw
-// manifests with yaml.overlays applied, from which Deploy synthesizes a
+// under helm.chart when set (with the kustomization at kustomize.dir, or at
+// the root, to run over its output), else the output of kustomize or the
+// raw manifests with yaml.overlays applied, from which Deploy synthesizes a
 // chart (chartOf). Every error is ErrRender.
 func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (source, error) {
 	files := map[string]string{}
@@ -50,7 +70,25 @@ func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (sou
 	}
 	if opts.Helm != nil && opts.Helm.Chart != "" {
 		c, err := chartFromFiles(files, opts.Helm.Chart)
-		return source{chart: c}, err
+		if err != nil {
+			return source{}, err
+		}
+		src := source{chart: c}
+		// As in Rancher Fleet, a kustomization at kustomize.dir (default
+		// the bundle root) post-processes the chart's output, so one
+		// chart can take per-cluster kustomize overlays. A chart without
+		// one deploys as Helm rendered it.
+		switch {
+		case opts.Kustomize != nil && opts.Kustomize.Dir != "":
+			dir := path.Clean(opts.Kustomize.Dir)
+			if _, ok := kustomizationFile(files, dir); !ok {
+				return source{}, fmt.Errorf("%w: kustomize.dir %q: no kustomization.yaml there", ErrRender, opts.Kustomize.Dir)
+			}
+			src.kustomize = &chartKustomization{files: files, dir: dir}
+		case hasKustomization(files, "."):
+			src.kustomize = &chartKustomization{files: files, dir: "."}
+		}
+		return src, nil
 	}
 	var docs []namedDoc
 	var err error
@@ -81,12 +119,19 @@ type namedDoc struct {
 }
 
 func hasKustomization(files map[string]string, dir string) bool {
+	_, ok := kustomizationFile(files, dir)
+	return ok
+}
+
+// kustomizationFile is the path of the kustomization file in dir, under
+// any of the names kustomize reads.
+func kustomizationFile(files map[string]string, dir string) (string, bool) {
 	for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
 		if _, ok := files[path.Join(dir, n)]; ok {
-			return true
+			return path.Join(dir, n), true
 		}
 	}
-	return false
+	return "", false
 }
 
 // chartFromFiles loads the chart stored under dir in the bundle resources.
@@ -123,6 +168,11 @@ func kustomizeBuild(files map[string]string, dir string) ([]namedDoc, error) {
 			return nil, err
 		}
 	}
+	return runKustomize(fs, dir)
+}
+
+// runKustomize builds the kustomization in dir of fs.
+func runKustomize(fs filesys.FileSystem, dir string) ([]namedDoc, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	res, err := k.Run(fs, path.Join("/", dir))
 	if err != nil {
@@ -175,7 +225,7 @@ func rawManifests(files map[string]string, overlays []string) ([]namedDoc, error
 			if !ok {
 				return nil, fmt.Errorf("overlay %s patches %s, which does not exist", name, base)
 			}
-			patched, err := mergePatchYAML(out[orig], files[name])
+			patched, err := patchYAML(out[orig], files[name])
 			if err != nil {
 				return nil, fmt.Errorf("overlay %s: %w", name, err)
 			}
@@ -199,7 +249,14 @@ func findPatchTarget(files map[string]string, base string) (string, bool) {
 	return "", false
 }
 
-func mergePatchYAML(orig, patch string) (string, error) {
+// patchYAML applies an overlay's _patch file to the file it patches, the
+// way Rancher Fleet does (wrangler's patch.Apply): a patch that is a list
+// is a JSON patch (RFC 6902); a patch of a kind client-go knows (a built-in
+// kind) is a strategic merge patch, so that a list such as containers is
+// merged by name rather than replaced (one container's image changed,
+// sidecars, ports and env kept); anything else (custom resources, CRDs)
+// gets a JSON merge patch.
+func patchYAML(orig, patch string) (string, error) {
 	oj, err := yaml.YAMLToJSON([]byte(orig))
 	if err != nil {
 		return "", err
@@ -208,12 +265,124 @@ func mergePatchYAML(orig, patch string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	merged, err := jsonpatch.MergePatch(oj, pj)
-	if err != nil {
-		return "", err
+	var out []byte
+	if trimmed := bytes.TrimSpace(pj); len(trimmed) > 0 && trimmed[0] == '[' {
+		p, err := jsonpatch.DecodePatch(pj)
+		if err != nil {
+			return "", fmt.Errorf("JSON patch: %w", err)
+		}
+		if out, err = p.Apply(oj); err != nil {
+			return "", fmt.Errorf("JSON patch: %w", err)
+		}
+	} else if typed, ok := builtinObject(oj); ok {
+		if out, err = strategicpatch.StrategicMergePatch(oj, pj, typed); err != nil {
+			return "", fmt.Errorf("strategic merge patch: %w", err)
+		}
+	} else if out, err = jsonpatch.MergePatch(oj, pj); err != nil {
+		return "", fmt.Errorf("merge patch: %w", err)
 	}
-	y, err := yaml.JSONToYAML(merged)
+	y, err := yaml.JSONToYAML(out)
 	return string(y), err
+}
+
+// builtinObject is an empty object of the kind of the JSON document doc
+// when client-go's scheme knows that kind, which tells a strategic merge
+// patch how to merge its lists. CRDs are patched as custom objects, as in
+// Rancher Fleet (other code may register them in the scheme).
+func builtinObject(doc []byte) (runtime.Object, bool) {
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(doc, &tm); err != nil || tm.Kind == "" {
+		return nil, false
+	}
+	gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+	if gvk.GroupKind() == crdGK {
+		return nil, false
+	}
+	obj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+// manifestsFile is the file, in the directory of a chart bundle's
+// kustomization, that holds the chart's rendered objects and that the
+// kustomization gets as its first resource (Rancher Fleet's name).
+const manifestsFile = "fleet-manifests.yaml"
+
+// kustomizeRendered runs a chart's rendered objects through the bundle's
+// kustomization, as Rancher Fleet's post-renderer does: the objects are
+// written to manifestsFile in the kustomization's directory, which is
+// added to its resources unless listed already, and kustomize builds that
+// directory. Hooks are left out of kustomize and returned unchanged, as
+// Rancher Fleet's Helm 3 never passed hooks to a post-renderer (Helm 4
+// does): an overlay is written for the chart's objects, and kustomize
+// would refuse a hook that declares the same object as a template.
+func kustomizeRendered(k *chartKustomization, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var hooks, rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if _, ok := o.GetAnnotations()[release.HookAnnotation]; ok {
+			hooks = append(hooks, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	fs := filesys.MakeFsInMemory()
+	for name, content := range k.files {
+		if err := fs.WriteFile("/"+name, []byte(content)); err != nil {
+			return nil, err
+		}
+	}
+	if len(rest) > 0 {
+		var buf bytes.Buffer
+		if err := writeAll(&buf, rest); err != nil {
+			return nil, err
+		}
+		if err := fs.WriteFile(path.Join("/", k.dir, manifestsFile), buf.Bytes()); err != nil {
+			return nil, err
+		}
+		kfile, _ := kustomizationFile(k.files, k.dir)
+		data, err := withManifestsResource([]byte(k.files[kfile]))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrRender, kfile, err)
+		}
+		if err := fs.WriteFile("/"+kfile, data); err != nil {
+			return nil, err
+		}
+	}
+	docs, err := runKustomize(fs, k.dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRender, err)
+	}
+	out, err := decodeAll([]byte(docs[0].content))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, hooks...), nil
+}
+
+// withManifestsResource is a kustomization with manifestsFile first among
+// its resources.
+func withManifestsResource(kustomization []byte) ([]byte, error) {
+	k := map[string]any{}
+	if err := yaml.Unmarshal(kustomization, &k); err != nil {
+		return nil, err
+	}
+	var resources []any
+	switch r := k["resources"].(type) {
+	case nil:
+	case []any:
+		resources = r
+	default:
+		return nil, fmt.Errorf("resources is not a list")
+	}
+	for _, r := range resources {
+		if r == manifestsFile {
+			return kustomization, nil
+		}
+	}
+	k["resources"] = append([]any{manifestsFile}, resources...)
+	return yaml.Marshal(k)
 }
 
 // synthesizeChart wraps manifests into a chart whose templates only include
