@@ -255,7 +255,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if opts.ContentAPI.Enabled() {
 		// Every replica serves; only the unsharded leader registers.
-		if err := serve.Setup(ctx, mgr, opts.ContentAPI, opts.SystemNamespace, opts.ShardID == ""); err != nil {
+		ready, err := serve.Setup(ctx, mgr, opts.ContentAPI, opts.SystemNamespace, opts.ShardID == "")
+		if err != nil {
+			return nil, err
+		}
+		// A replica that cannot authenticate the aggregation layer yet
+		// answers agents 503: not Ready, so the Service sends them to
+		// another one.
+		if err := mgr.AddReadyzCheck("content-api", ready); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -85,11 +87,15 @@ func (o *Options) defaults(systemNamespace string) {
 
 // Setup adds the server (on every replica: it only reads) and, when
 // register is true, the leader-elected writer of the Service and APIService.
-func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace string, register bool) error {
+// It returns the server's readiness check, for the manager's /readyz (the
+// pod's readiness probe): a replica that cannot authenticate the
+// aggregation layer answers every request 503, so it must not be counted
+// among the content API Service's endpoints.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace string, register bool) (healthz.Checker, error) {
 	opts.defaults(systemNamespace)
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
-		return fmt.Errorf("content API: %w", err)
+		return nil, fmt.Errorf("content API: %w", err)
 	}
 	h := &handler{cache: mgr.GetClient(), live: mgr.GetAPIReader(), published: opts.Published, credentials: opts.Credentials}
 	if opts.Credentials != nil {
@@ -102,12 +108,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options, systemNamespace 
 	}
 	s := &server{opts: opts, ln: ln, live: mgr.GetAPIReader(), writer: mgr.GetClient(), ready: make(chan struct{}), h: h}
 	if err := mgr.Add(s); err != nil {
-		return err
+		return nil, err
 	}
 	if register {
-		return mgr.Add(&registrar{s: s})
+		if err := mgr.Add(&registrar{s: s}); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return s.readyCheck, nil
 }
 
 // server is the HTTPS server of one replica.
@@ -121,6 +129,29 @@ type server struct {
 	// then the CA the APIService must trust.
 	ready    chan struct{}
 	caBundle []byte
+	// loadErr is why the request-header CA could not be read the last
+	// time (nil once it was), for readyCheck's message.
+	loadErr atomic.Pointer[error]
+}
+
+// readyCheck fails until the server can answer agents: it has its serving
+// certificate and has loaded the request-header CA at least once (later
+// failures to re-read it keep the CA it has). It is a healthz.Checker.
+func (s *server) readyCheck(_ *http.Request) error {
+	select {
+	case <-s.ready:
+	default:
+		return errors.New("the content API has no serving certificate yet")
+	}
+	if s.h.proxy.Load() != nil {
+		return nil
+	}
+	msg := "the content API has not loaded the API server's request-header CA (" + metav1.NamespaceSystem + "/" + authConfigMap +
+		") yet, so it cannot authenticate the aggregation layer and answers 503"
+	if err := s.loadErr.Load(); err != nil {
+		return fmt.Errorf("%s: %w", msg, *err)
+	}
+	return errors.New(msg)
 }
 
 // NeedLeaderElection: every replica serves.
@@ -131,7 +162,8 @@ func (s *server) port() int32 { return int32(s.ln.Addr().(*net.TCPAddr).Port) }
 
 // Start loads the serving certificate and the request-header CA, then
 // serves until ctx ends, reloading the CA every minute (the API server may
-// rotate it).
+// rotate it), and every notReadyRetrySeconds until it is first loaded (the
+// replica is not ready until then, see readyCheck).
 func (s *server) Start(ctx context.Context) error {
 	l := log.FromContext(ctx).WithName("content-api")
 	cert, ca, err := s.servingCert(ctx)
@@ -141,7 +173,7 @@ func (s *server) Start(ctx context.Context) error {
 	}
 	s.caBundle = ca
 	close(s.ready)
-	if err := s.loadFrontProxy(ctx); err != nil {
+	if err := s.reloadFrontProxy(ctx); err != nil {
 		// Not fatal: until it is loaded every request is answered 503
 		// (not ready: agents retry, they do not take it for a refused
 		// credential), /readyz fails, and the refresh below keeps trying.
@@ -149,17 +181,19 @@ func (s *server) Start(ctx context.Context) error {
 	}
 	srv := &http.Server{Handler: s.h, TLSConfig: tlsConfig(cert), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
 		for {
+			next := time.Minute
+			if s.h.proxy.Load() == nil {
+				next = notReadyRetrySeconds * time.Second
+			}
 			select {
 			case <-ctx.Done():
 				sc, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_ = srv.Shutdown(sc)
 				cancel()
 				return
-			case <-t.C:
-				if err := s.loadFrontProxy(ctx); err != nil {
+			case <-time.After(next):
+				if err := s.reloadFrontProxy(ctx); err != nil {
 					l.Error(err, "reading the API server's request-header CA")
 				}
 			}
@@ -180,6 +214,18 @@ const (
 	keyAllowedNames    = "requestheader-allowed-names"
 	keyUserHeaders     = "requestheader-username-headers"
 )
+
+// reloadFrontProxy is loadFrontProxy, remembering its error for
+// readyCheck.
+func (s *server) reloadFrontProxy(ctx context.Context) error {
+	err := s.loadFrontProxy(ctx)
+	if err != nil {
+		s.loadErr.Store(&err)
+	} else {
+		s.loadErr.Store(nil)
+	}
+	return err
+}
 
 func (s *server) loadFrontProxy(ctx context.Context) error {
 	cm := &corev1.ConfigMap{}

@@ -75,11 +75,12 @@ type handler struct {
 	// elected, when set, holds firstCheckIn back until it is closed
 	// (Options.Elected).
 	elected <-chan struct{}
-	// liveFlight and misses bound what a cache miss costs the API server
-	// (see liveCheck).
+	// liveFlight, misses and lists bound what a cache miss costs the API
+	// server (see liveCheck and listCheck).
 	liveFlight singleflight.Group
 	misses     missCache
-	// now is the clock of misses (nil: time.Now; tests set it).
+	lists      listCache
+	// now is the clock of misses and lists (nil: time.Now; tests set it).
 	now func() time.Time
 }
 
@@ -283,120 +284,6 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	}, nil
 }
 
-// Bounds of the live fallback: how long a miss is remembered, how many
-// misses at most, and how long one shared live read may take.
-const (
-	missTTL         = 2 * time.Second
-	maxMisses       = 1 << 14
-	liveReadTimeout = 30 * time.Second
-)
-
-// liveCheck is the last look, at the API server, for a reference the cache
-// and Published do not show: deployment bdName of ns (liveReferences), or
-// any deployment of ns when the agent names none (a list). The agent
-// chooses ns (its own), bdName and name, so a buggy or compromised agent
-// could otherwise make every request of a loop cost the manager's shared
-// client a read or a list: identical concurrent requests share one read
-// (liveFlight), and a miss is remembered for missTTL (misses), so a Content
-// and hint asked for again and again cost one read per missTTL. A
-// deployment the cache has seen since, or this process has written, is
-// answered before misses is consulted.
-func (h *handler) liveCheck(ctx context.Context, ns, bdName, name string) (bool, error) {
-	k := missKey{ns: ns, bd: bdName, name: name}
-	if h.misses.has(k, h.clock()) {
-		return false, nil
-	}
-	// Neither ns nor name contains a slash (parsePath), so the key is
-	// unambiguous with the free-form hint last.
-	v, err, _ := h.liveFlight.Do(ns+"/"+name+"/"+bdName, func() (any, error) {
-		// Shared by every waiter: not ended by the first one's request.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
-		defer cancel()
-		var (
-			ok  bool
-			err error
-		)
-		if bdName != "" {
-			ok, err = h.liveReferences(ctx, types.NamespacedName{Namespace: ns, Name: bdName}, name)
-		} else {
-			ok, err = referenced(ctx, h.live, ns, name)
-		}
-		if err == nil && !ok {
-			h.misses.add(k, h.clock())
-		}
-		return ok, err
-	})
-	if err != nil {
-		return false, err
-	}
-	return v.(bool), nil
-}
-
-func (h *handler) clock() time.Time {
-	if h.now != nil {
-		return h.now()
-	}
-	return time.Now()
-}
-
-// liveReferences reads one BundleDeployment from the API server and reports
-// whether it references Content name. It asks the API server's watch cache
-// first (resourceVersion 0: no etcd read), which is never older than the
-// watch the agent saw the deployment on when both go to the same API
-// server. If that copy is missing or does not reference the Content
-// (another API server replica, lagging behind), it reads etcd.
-func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
-	// etcd decides when the watch cache does not: with several API
-	// servers the agent may have seen the deployment through another one
-	// (coalesced and remembered as a miss by liveCheck, so a bogus name
-	// costs one such read per miss period).
-	for _, rv := range []string{"0", ""} {
-		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
-		if err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
-}
-
-// missKey is one live check: Content name for deployment bd (empty: any)
-// of namespace ns.
-type missKey struct{ ns, bd, name string }
-
-// missCache remembers live checks that found no reference, each until its
-// time; at most maxMisses of them (when full, expired ones are dropped,
-// then all: it bounds memory, not correctness).
-type missCache struct {
-	mu    sync.Mutex
-	until map[missKey]time.Time
-}
-
-func (c *missCache) has(k missKey, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.until[k]
-	return ok && now.Before(t)
-}
-
-func (c *missCache) add(k missKey, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.until == nil {
-		c.until = map[missKey]time.Time{}
-	}
-	if len(c.until) >= maxMisses {
-		for old, t := range c.until {
-			if !now.Before(t) {
-				delete(c.until, old)
-			}
-		}
-		if len(c.until) >= maxMisses {
-			clear(c.until)
-		}
-	}
-	c.until[k] = now.Add(missTTL)
-}
-
 // deploymentReferences reports whether deployment key, as r reads it, names
 // Content name; a deployment r does not have names nothing.
 func deploymentReferences(ctx context.Context, r client.Reader, key types.NamespacedName, name string, opts ...client.GetOption) (bool, error) {
@@ -427,8 +314,15 @@ func referenced(ctx context.Context, r client.Reader, ns, name string) (bool, er
 
 // references reports whether bd names Content name.
 func references(bd *fleet.BundleDeployment, name string) bool {
-	return manifest.ManifestIDOf(bd.Spec.DeploymentID) == name || manifest.ManifestIDOf(bd.Spec.StagedDeploymentID) == name ||
-		bd.Labels[fleet.ContentNameLabel] == name
+	names := contentsOf(bd)
+	return name != "" && slices.Contains(names[:], name)
+}
+
+// contentsOf are the Contents bd names: its deployment's, its staged
+// deployment's and its content label's (each may be empty).
+func contentsOf(bd *fleet.BundleDeployment) [3]string {
+	return [3]string{manifest.ManifestIDOf(bd.Spec.DeploymentID), manifest.ManifestIDOf(bd.Spec.StagedDeploymentID),
+		bd.Labels[fleet.ContentNameLabel]}
 }
 
 // contentCache keeps recently served Contents, up to maxCachedBytes. A
