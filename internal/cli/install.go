@@ -49,7 +49,7 @@ func newInstallControllerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVar(&opts.CRDsOnly, "crds-only", false, "Output CustomResourceDefinitions only")
 	f.StringVar(&opts.ControllerImage, "controller-image", "", "Image to use for controller (repository[:tag])")
-	f.StringVar(&opts.AgentImage, "agent-image", "", "Image to use for all agents (repository[:tag])")
+	f.StringVar(&opts.AgentImage, "agent-image", "", "Image of the agents the manager installs itself (imported clusters, the local cluster) (repository[:tag]); agents installed with the fleet-agent chart take the chart's image")
 	f.StringVar(&opts.SystemNamespace, "system-namespace", fleet.DefaultSystemNamespace, "Namespace that will be used in controller and agent cluster")
 	return cmd
 }
