@@ -56,19 +56,49 @@ func parseGitChart(s string) (gitChart, error) {
 	return gitChart{url: raw, dir: dir, ref: ref}, nil
 }
 
+// gitCredentials are the credentials of a git:: source: over SSH (ssh://
+// or user@host:path) the helm SSH private key, checked against the helm
+// known hosts, else the username and password over HTTP(S). Either is
+// used only when helmRepoURLRegex allows it for the repository. An SSH
+// source without a key or known hosts is refused here, naming where they
+// come from, rather than by the git client in terms of a GitRepo's
+// client Secret; the key never appears in an error.
+func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
+	if !git.IsSSH(src.url) {
+		if user, pass, ok := cf.credentialsFor(src.url); ok {
+			return git.Credentials{Username: user, Password: pass}, nil
+		}
+		return git.Credentials{}, nil
+	}
+	allowed := cf.regex == nil || cf.regex.MatchString(src.url)
+	if len(cf.auth.SSHPrivateKey) == 0 || !allowed {
+		why := "no SSH private key is set"
+		if len(cf.auth.SSHPrivateKey) > 0 {
+			why = "the helm repo URL regex does not allow the helm credentials for it"
+		}
+		return git.Credentials{}, fmt.Errorf("helm.chart %s: an SSH git source needs the helm SSH private key, but %s "+
+			"(ssh-privatekey of the helm secret, fleet apply --ssh-privatekey-file)", redact(src.url), why)
+	}
+	if len(cf.auth.SSHKnownHosts) == 0 {
+		return git.Credentials{}, fmt.Errorf("helm.chart %s: an SSH git source needs known_hosts to verify the server "+
+			"(known_hosts of the helm secret or of the GitRepo's client secret, env SSH_KNOWN_HOSTS for fleet apply)", redact(src.url))
+	}
+	return git.Credentials{SSHKey: cf.auth.SSHPrivateKey, KnownHosts: cf.auth.SSHKnownHosts}, nil
+}
+
 // fromGit checks out a chart from a git repository: the commit ref names
 // (a branch, tag or commit; the default branch without one), the chart in
-// its directory. The helm credentials are used when helmRepoURLRegex allows
-// them for the repository, with the helm CA bundle and TLS setting. The
-// bundle records the chart under .chart/<key of URL, directory, commit>.
+// its directory, with the credentials of gitCredentials and the helm CA
+// bundle and TLS setting. The bundle records the chart under
+// .chart/<key of URL, directory, commit>.
 func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 	src, err := parseGitChart(h.Chart)
 	if err != nil {
 		return err
 	}
 	remote := git.Remote{URL: src.url, CABundle: cf.auth.CABundle, InsecureSkipTLS: cf.auth.InsecureSkipTLS}
-	if user, pass, ok := cf.credentialsFor(src.url); ok {
-		remote.Credentials = git.Credentials{Username: user, Password: pass}
+	if remote.Credentials, err = cf.gitCredentials(src); err != nil {
+		return err
 	}
 	remote.Revision = src.ref
 	if remote.Revision == "" {

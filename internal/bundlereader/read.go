@@ -26,16 +26,27 @@ type HelmAuth struct {
 	InsecureSkipTLS    bool
 	// BasicHTTP talks plain HTTP to OCI registries.
 	BasicHTTP bool
+	// SSHPrivateKey (PEM) authenticates to git:: chart sources reached
+	// over SSH (ssh:// or user@host:path); it is never sent elsewhere.
+	SSHPrivateKey []byte
+	// SSHKnownHosts (known_hosts lines) verifies the host keys of those
+	// sources: there is no trust on first use, as for GitRepo clones. A
+	// per-path entry without it inherits Options.Auth's, since it names
+	// servers rather than credentials.
+	SSHKnownHosts []byte
 }
 
 // HelmAuthFromSecret reads chart repository credentials from the data of a
 // Secret with Fleet's keys: username, password, cacerts (PEM),
-// insecureSkipVerify and basicHTTP ("true" or "false").
+// insecureSkipVerify and basicHTTP ("true" or "false"), ssh-privatekey
+// (PEM) and known_hosts.
 func HelmAuthFromSecret(data map[string][]byte) HelmAuth {
 	a := HelmAuth{
-		Username: string(data["username"]),
-		Password: string(data["password"]),
-		CABundle: data["cacerts"],
+		Username:      string(data["username"]),
+		Password:      string(data["password"]),
+		CABundle:      data["cacerts"],
+		SSHPrivateKey: data["ssh-privatekey"],
+		SSHKnownHosts: data["known_hosts"],
 	}
 	a.InsecureSkipTLS, _ = strconv.ParseBool(string(data["insecureSkipVerify"]))
 	a.BasicHTTP, _ = strconv.ParseBool(string(data["basicHTTP"]))
@@ -332,6 +343,9 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 	propagateHelm(spec.Helm, targets)
 	auth := in.opts.Auth
 	if a, ok := in.opts.AuthByPath[rel]; ok {
+		if len(a.SSHKnownHosts) == 0 {
+			a.SSHKnownHosts = auth.SSHKnownHosts
+		}
 		auth = a
 	}
 	cf, err := newChartFetcher(ctx, auth, in.opts.HelmRepoURLRegex, in.opts.Limits, in.fs)

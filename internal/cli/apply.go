@@ -56,6 +56,9 @@ type ApplyFlags struct {
 	HelmBasicHTTP       bool
 	HelmInsecureSkipTLS bool
 	MaxBundleSize       int64
+	// SSHPrivateKeyFile holds the PEM key for git:: chart sources over
+	// SSH; their host keys are checked against env SSH_KNOWN_HOSTS.
+	SSHPrivateKeyFile string
 
 	// DrivenScan reads each PATH as one bundle directory, optionally
 	// followed by DrivenScanSep and an options file (Fleet's driven scan).
@@ -65,11 +68,9 @@ type ApplyFlags struct {
 	// OCIRegistrySecret is accepted so that Fleet's invocations work; OCI
 	// storage of contents is not implemented, so it only warns.
 	OCIRegistrySecret string
-	// SSHPrivateKeyFile and ImageScanEnabled are accepted for the same
-	// reason: git:: chart sources are fetched over HTTPS with the
-	// username and password, and image scans are not implemented.
-	SSHPrivateKeyFile string
-	ImageScanEnabled  bool
+	// ImageScanEnabled is accepted for the same reason: image scans are
+	// not implemented.
+	ImageScanEnabled bool
 
 	// BundleFile (-b) is a file of raw Bundle resources ("-" for stdin)
 	// written instead of bundles read from PATHs.
@@ -82,6 +83,11 @@ type ApplyFlags struct {
 // maxConcurrencyEnv is Fleet's environment variable for
 // --bundle-creation-max-concurrency.
 const maxConcurrencyEnv = "FLEET_BUNDLE_CREATION_MAX_CONCURRENCY"
+
+// knownHostsEnv holds the known_hosts lines that git:: chart sources over
+// SSH are verified against (as Fleet's GitOps job sets it); without them
+// such a source is refused rather than trusted on first use.
+const knownHostsEnv = "SSH_KNOWN_HOSTS"
 
 func newApplyCmd(g *Globals) *cobra.Command {
 	f := &ApplyFlags{}
@@ -140,7 +146,7 @@ of -l and --commit added. Nothing is pruned.`,
 	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
 	fl.StringVar(&f.DrivenScanSep, "driven-scan-sep", ":", "separator between a --driven-scan directory and its options file")
 	fl.StringVar(&f.OCIRegistrySecret, "oci-registry-secret", "", "accepted for compatibility with Fleet and ignored (with a warning): contents are stored as Content resources")
-	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "accepted for compatibility with Fleet and ignored (with a warning): git:: chart sources use --username and --password-file over HTTPS")
+	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "PEM private key for git:: chart sources over SSH (host keys from env "+knownHostsEnv+")")
 	fl.BoolVar(&f.ImageScanEnabled, "imagescan-enabled", false, "accepted for compatibility with Fleet and ignored (with a warning): image scans are not implemented")
 	fl.StringVarP(&f.BundleFile, "bundle-file", "b", "", "write the Bundle resources of this file ('-' for stdin) instead of reading PATHs")
 	fl.IntVar(&f.MaxConcurrency, "bundle-creation-max-concurrency", 0, "how many bundles are written at once (env "+maxConcurrencyEnv+"; 0 means "+strconv.Itoa(apply.DefaultParallel)+")")
@@ -148,12 +154,13 @@ of -l and --commit added. Nothing is pruned.`,
 }
 
 // helmCreds is one entry of --helm-credentials-by-path-file (Fleet's key
-// names; caBundle may be PEM or base64 of PEM).
+// names; caBundle and sshPrivateKey may be PEM or base64 of PEM, the
+// latter being how Fleet's secrets-path.yaml holds them).
 type helmCreds struct {
 	Username           string `json:"username,omitempty"`
 	Password           string `json:"password,omitempty"`
 	CABundle           string `json:"caBundle,omitempty"`
-	SSHPrivateKey      string `json:"sshPrivateKey,omitempty"` // accepted, unused: git:: charts use the username and password (HTTPS)
+	SSHPrivateKey      string `json:"sshPrivateKey,omitempty"` // PEM or base64 of PEM, for git:: charts over SSH
 	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
 	InsecureSkipTLS    bool   `json:"insecureSkipTls,omitempty"`
 	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
@@ -206,7 +213,19 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 	if f.CorrectDrift || f.CorrectForce || f.CorrectKeepFail {
 		o.CorrectDrift = &fleet.CorrectDrift{Enabled: true, Force: f.CorrectForce, KeepFailHistory: f.CorrectKeepFail}
 	}
-	o.Auth = bundlereader.HelmAuth{Username: f.Username, InsecureSkipTLS: f.HelmInsecureSkipTLS, BasicHTTP: f.HelmBasicHTTP}
+	o.Auth = bundlereader.HelmAuth{Username: f.Username, InsecureSkipTLS: f.HelmInsecureSkipTLS, BasicHTTP: f.HelmBasicHTTP,
+		SSHKnownHosts: []byte(os.Getenv(knownHostsEnv))}
+	if f.SSHPrivateKeyFile != "" {
+		// The error names the file only: never its content.
+		b, err := os.ReadFile(f.SSHPrivateKeyFile)
+		if err != nil {
+			return o, fmt.Errorf("--ssh-privatekey-file: %w", err)
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			return o, fmt.Errorf("--ssh-privatekey-file %s is empty", f.SSHPrivateKeyFile)
+		}
+		o.Auth.SSHPrivateKey = b
+	}
 	if f.PasswordFile != "" {
 		b, err := os.ReadFile(f.PasswordFile)
 		if err != nil {
@@ -233,7 +252,8 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 		o.AuthByPath = map[string]bundlereader.HelmAuth{}
 		for p, c := range byPath {
 			o.AuthByPath[path.Clean(strings.TrimPrefix(p, "./"))] = bundlereader.HelmAuth{Username: c.Username, Password: c.Password,
-				CABundle: c.caBundle(), InsecureSkipTLS: c.InsecureSkipTLS || c.InsecureSkipVerify, BasicHTTP: c.BasicHTTP}
+				CABundle: c.caBundle(), InsecureSkipTLS: c.InsecureSkipTLS || c.InsecureSkipVerify, BasicHTTP: c.BasicHTTP,
+				SSHPrivateKey: pemOrBase64(c.SSHPrivateKey)}
 		}
 	}
 	if f.TargetsFile != "" {
@@ -305,9 +325,6 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	}
 	if f.OCIRegistrySecret != "" {
 		fmt.Fprintln(stderr, "warning: --oci-registry-secret is ignored: bundle contents are stored as Content resources")
-	}
-	if f.SSHPrivateKeyFile != "" {
-		fmt.Fprintln(stderr, "warning: --ssh-privatekey-file is ignored: git:: chart sources are fetched over HTTPS with --username and --password-file")
 	}
 	if f.ImageScanEnabled {
 		fmt.Fprintln(stderr, "warning: --imagescan-enabled is ignored: image scans are not implemented")

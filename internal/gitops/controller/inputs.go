@@ -68,12 +68,17 @@ type helmPathAuth struct {
 	Username           string `json:"username,omitempty"`
 	Password           string `json:"password,omitempty"`
 	CABundle           []byte `json:"caBundle,omitempty"`
+	SSHPrivateKey      []byte `json:"sshPrivateKey,omitempty"`
 	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
 	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
 }
 
-// helmAuth reads helmSecretName and helmSecretNameForPaths.
-func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
+// helmAuth reads helmSecretName and helmSecretNameForPaths. git:: chart
+// sources over SSH are verified against the helm secret's known_hosts or,
+// without one, clientKnownHosts: the known_hosts of the GitRepo's client
+// Secret, which its own SSH clone is verified against. Either way strictly,
+// as for the clone.
+func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientKnownHosts []byte) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
 	var auth bundlereader.HelmAuth
 	if name := repo.Spec.HelmSecretName; name != "" {
 		s, err := getSecret(ctx, r, repo.Namespace, name)
@@ -87,6 +92,9 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo) (bundle
 	}
 	if len(auth.CABundle) == 0 {
 		auth.CABundle = repo.Spec.CABundle
+	}
+	if len(auth.SSHKnownHosts) == 0 {
+		auth.SSHKnownHosts = clientKnownHosts
 	}
 	name := repo.Spec.HelmSecretNameForPaths
 	if name == "" {
@@ -106,7 +114,7 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo) (bundle
 	byPath := map[string]bundlereader.HelmAuth{}
 	for p, e := range entries {
 		byPath[p] = bundlereader.HelmAuth{
-			Username: e.Username, Password: e.Password, CABundle: e.CABundle,
+			Username: e.Username, Password: e.Password, CABundle: e.CABundle, SSHPrivateKey: e.SSHPrivateKey,
 			InsecureSkipTLS: e.InsecureSkipVerify, BasicHTTP: e.BasicHTTP,
 		}
 	}

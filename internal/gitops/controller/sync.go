@@ -145,7 +145,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	if err != nil {
 		return &syncError{reason: ReasonFetchFailed, stalled: git.IsPermanent(err), err: fmt.Errorf("fetching %s: %w", short(commit), err)}
 	}
-	auth, byPath, err := helmAuth(ctx, r.APIReader, repo)
+	auth, byPath, err := helmAuth(ctx, r.APIReader, repo, remote.Credentials.KnownHosts)
 	if err != nil {
 		return &syncError{reason: ReasonInvalidSpec, stalled: isInputError(err), err: err}
 	}
