@@ -28,8 +28,9 @@ func main() {
 	fs.StringVar(&opts.ShardID, "shard-id", "", "only reconcile objects labelled fleet.cattle.io/shard-ref=<id>")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
-	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables")
+	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables (so does --gitops=false)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
+	gitOps := fs.Bool("gitops", true, "run the GitRepo controller and its git webhook receiver; false leaves GitRepos as they are (their Bundles stay deployed)")
 	helmOps := fs.Bool("helmops", true, "run the HelmOp controller (charts from repositories without git)")
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "lease duration")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "lease renew deadline")
@@ -56,6 +57,7 @@ func main() {
 		fmt.Println("fleet-controller", version.String())
 		return
 	}
+	opts.DisableGitOps = !*gitOps
 	opts.DisableHelmOps = !*helmOps
 	log := logFlags.Setup("fleet-controller")
 	if limit := memlimit.Apply(); limit > 0 {

@@ -54,6 +54,11 @@ type Options struct {
 	// DisableHelmOps leaves the HelmOp controller out (chart value
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
+	// DisableGitOps leaves the GitRepo controller and its webhook receiver
+	// out (chart value gitops.enabled=false, as Rancher without gitjob):
+	// GitRepos are then left exactly as they are (their Bundles are still
+	// deployed), and nothing of this manager watches GitRepos.
+	DisableGitOps bool
 	// LeaderElection enables a Lease so that one replica (per shard) acts.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -187,7 +192,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
-		Cache:  shardCache(opts.ShardID, !opts.DisableHelmOps),
+		Cache:  shardCache(opts.ShardID, !opts.DisableGitOps, !opts.DisableHelmOps),
+		Client: clientOptions(opts),
 		// Lists and watches on a connection of their own (watchconn.go).
 		NewCache: newCacheOnOwnConnection,
 		// Several managers may run in one process (shards and replicas in

@@ -34,17 +34,21 @@ func ShardSelector(id string) labels.Selector {
 // The unsharded replica still caches every BundleDeployment: it alone runs
 // the cluster status and Content controllers, which count a cluster's
 // deployments of all shards. Clusters and ClusterGroups are seen by all.
-func shardCache(id string, helmOps bool) cache.Options {
+func shardCache(id string, gitOps, helmOps bool) cache.Options {
 	sel := ShardSelector(id)
 	by := map[client.Object]cache.ByObject{
-		&fleet.GitRepo{}: {Label: sel},
-		&fleet.Bundle{}:  {Label: sel},
+		&fleet.Bundle{}: {Label: sel},
 		// The only ClusterRoles the manager reads are the per-cluster
 		// Content roles; a management cluster may hold thousands of others.
 		&rbacv1.ClusterRole{}: {Label: contentRoles},
 	}
 	if id != "" {
 		by[&fleet.BundleDeployment{}] = cache.ByObject{Label: sel}
+	}
+	// GitOps off: no GitRepo informer at all (clientOptions sends the few
+	// GitRepo reads left to the API server).
+	if gitOps {
+		by[&fleet.GitRepo{}] = cache.ByObject{Label: sel}
 	}
 	// Only when the API server serves HelmOps: configuring the cache for a
 	// kind it does not know fails the manager's start.
