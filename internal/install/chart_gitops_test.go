@@ -40,7 +40,9 @@ func TestControllerChartGitOpsSwitch(t *testing.T) {
 				t.Fatal(err)
 			}
 			fromHelm := map[string][]string{}
+			webhookService := false
 			for _, o := range objs {
+				webhookService = webhookService || (o.GetKind() == "Service" && o.GetName() == "gitjob")
 				if o.GetKind() != "Deployment" {
 					continue
 				}
@@ -54,6 +56,19 @@ func TestControllerChartGitOpsSwitch(t *testing.T) {
 				values[k] = v
 			}
 			embedded := renderDeployments(t, charts.Controller, values)
+
+			// Without GitOps nothing receives webhooks: no Service, no port.
+			gitOps := tc.want == "--gitops=true"
+			if webhookService != gitOps {
+				t.Errorf("helm template: Service gitjob rendered %v, want %v", webhookService, gitOps)
+			}
+			wantAddr := "--webhook-bind-address=0"
+			if gitOps {
+				wantAddr = "--webhook-bind-address=:8082"
+			}
+			if args := fromHelm["fleet-controller"]; !slices.Contains(args, wantAddr) {
+				t.Errorf("helm template: fleet-controller args %q lack %q", args, wantAddr)
+			}
 
 			for _, name := range []string{"fleet-controller", "fleet-controller-shard-a"} {
 				if args := fromHelm[name]; !slices.Contains(args, tc.want) {
