@@ -166,10 +166,13 @@ func isYAMLName(n string) bool {
 // discover returns the bundle directories under base (absolute, inside the
 // root), as Fleet does: every directory with a fleet.yaml, plus base itself
 // when it, or a sub-directory that is not a bundle of its own, holds YAML.
-// Only YAML that base's bundle would hold counts: what a .fleetignore
-// excludes (and special files) is left out as loadBundleDir leaves it out,
-// so base never becomes a bundle with nothing of that YAML to deploy. A
-// fleet.yaml below an ignored directory still defines its own bundle.
+// Only YAML that base's bundle would hold counts: hidden files and
+// directories, what a .fleetignore excludes and special files are left out
+// as loadBundleDir leaves them out, so base never becomes a bundle with
+// nothing of that YAML to deploy (a repository's .github/workflows/*.yml
+// or .gitlab-ci.yml is no reason for a root bundle). A fleet.yaml below an
+// ignored or hidden directory still defines its own bundle, as in Rancher
+// Fleet, whose walk skips only .git.
 func (f *fsys) discover(base string) ([]string, error) {
 	var dirs []string
 	baseHasYAML := false
@@ -205,13 +208,13 @@ func (f *fsys) discover(base string) ([]string, error) {
 				if e.name == ".git" {
 					continue
 				}
-				if err := walk(e.path, r, owned && !ignored(rules, r, true), rules); err != nil {
+				if err := walk(e.path, r, owned && !hidden(e.name) && !ignored(rules, r, true), rules); err != nil {
 					return err
 				}
 				continue
 			}
 			// YAML counts for the base only when its bundle would hold it.
-			if owned && isYAMLName(e.name) && !ignored(rules, r, false) {
+			if owned && isYAMLName(e.name) && !hidden(e.name) && !ignored(rules, r, false) {
 				baseHasYAML = true
 			}
 		}
@@ -225,6 +228,11 @@ func (f *fsys) discover(base string) ([]string, error) {
 	}
 	return dirs, nil
 }
+
+// hidden reports a file or directory name starting with ".": Rancher Fleet
+// leaves these out of bundle content (.git, .github, .gitlab-ci.yml, .env,
+// editor files), so they are neither deployed nor shipped to clusters.
+func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 
 // ignoreRule is one line of a .fleetignore file.
 type ignoreRule struct {
@@ -326,8 +334,13 @@ func ignored(rules []ignoreRule, rel string, isDir bool) bool {
 }
 
 // loadDir reads the files of the bundle directory dir: sub-directories with a
-// fleet.yaml of their own, the fleet.yaml itself, .fleetignore files and what
-// they exclude are left out. Names are relative to dir, sorted.
+// fleet.yaml of their own, the fleet.yaml itself, hidden files and
+// directories (names starting with ".", .fleetignore included) and what
+// .fleetignore files exclude are left out. Names are relative to dir, sorted.
+// Charts copied from the repository (a local helm.chart, file://
+// dependencies, git:: sources) are read with it too, and so lose their
+// hidden files (.helmignore) as in Rancher Fleet; downloaded charts are
+// stored under .chart/ by the reader itself, not read through here.
 func (f *fsys) loadDir(dir string) ([]file, error) {
 	return f.loadBundleDir(dir, nil)
 }
@@ -356,7 +369,7 @@ func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error
 				continue // sockets, devices
 			}
 			if e.isDir {
-				if e.name == ".git" || ignored(rules, r, true) || fleetYAMLPath(e.path) != "" {
+				if hidden(e.name) || ignored(rules, r, true) || fleetYAMLPath(e.path) != "" {
 					continue
 				}
 				if err := walk(e.path, r, rules); err != nil {
@@ -364,7 +377,7 @@ func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error
 				}
 				continue
 			}
-			if e.name == ".fleetignore" || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) || exclude[r] {
+			if hidden(e.name) || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) || exclude[r] {
 				continue
 			}
 			if ignored(rules, r, false) {

@@ -51,12 +51,12 @@ func TestDiscoveryAndNaming(t *testing.T) {
 	}
 	got := bundleNames(bs)
 	want := []string{
-		"custom.name-53c0fe75",
+		"custom-name-53c0fe75",
 		"repo",
-		"repo-a-very-long-directory-name-that-goes-on-an-b4b5e",
+		"repo-a-very-long-directory-name-that-goes-on-an-3e4c2",
 		"repo-app",
 		"repo-app-inner",
-		"repo-mixed-case-4fe4f239",
+		"repo-mixed-case-7e57bc11",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("bundles = %q\nwant      %q", got, want)
