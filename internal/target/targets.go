@@ -267,6 +267,10 @@ type restrictions struct {
 	allowedSAs []string
 	repos      []*regexp.Regexp
 	namespaces []string
+	// defaultSecret and allowedSecrets are the client Secret rules the
+	// GitOps controller applies before it clones (AuthorizeGitRepo).
+	defaultSecret  string
+	allowedSecrets []string
 	// nsSelector combines the allowedTargetNamespaceSelectors of all
 	// restrictions (a namespace must match every one); the agent enforces
 	// it against the downstream namespace's labels.
@@ -281,6 +285,10 @@ func aggregate(list []*fleet.GitRepoRestriction) (*restrictions, error) {
 		if r.defaultSA == "" {
 			r.defaultSA = x.DefaultServiceAccount
 		}
+		if r.defaultSecret == "" {
+			r.defaultSecret = x.DefaultClientSecretName
+		}
+		r.allowedSecrets = append(r.allowedSecrets, x.AllowedClientSecretNames...)
 		if x.AllowedTargetNamespaceSelector != nil {
 			if _, err := metav1.LabelSelectorAsSelector(x.AllowedTargetNamespaceSelector); err != nil {
 				return nil, fmt.Errorf("GitRepoRestriction %s: invalid allowedTargetNamespaceSelector: %w", x.Name, err)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -31,7 +32,8 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
 )
 
-// Finalizer makes deleting a GitRepo delete its Bundles first.
+// Finalizer makes deleting a GitRepo delete its Bundles first (with
+// keepResources, once the agents have deployed it: keep.go).
 const Finalizer = "fleet.cattle.io/gitrepo-finalizer"
 
 // Options configure the GitRepo controller.
@@ -127,7 +129,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 }
 
 // SetupWithManager wires the watches: GitRepo spec changes and webhook
-// marks, the GitRepo's Bundles (for status), and in-process webhook
+// marks, the GitRepo's Bundles (for status), the GitRepoRestrictions of
+// its namespace (checked before every poll), and in-process webhook
 // triggers.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	repoPreds := predicate.Or[client.Object](
@@ -141,6 +144,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("gitrepo").
 		For(&fleet.GitRepo{}, builder.WithPredicates(repoPreds)).
 		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.RepoLabel))).
+		Watches(&fleet.GitRepoRestriction{}, r.restrictionHandler()).
 		WatchesRawSource(source.Channel(r.triggers, &handler.TypedEnqueueRequestForObject[*fleet.GitRepo]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
@@ -155,6 +159,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if !repo.DeletionTimestamp.IsZero() && repo.Spec.KeepResources && controllerutil.ContainsFinalizer(repo, Finalizer) {
+		// The Bundles go only once the agents will keep their objects.
+		waiting, err := r.keepBeforeDelete(ctx, repo)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if waiting != "" {
+			return ctrl.Result{RequeueAfter: keepPoll}, r.showKeeping(ctx, repo, waiting)
+		}
 	}
 	deleting, err := finalizer.Handle(ctx, r.Client, repo, Finalizer, func(ctx context.Context) error {
 		return apply.DeleteBundles(ctx, r.Client, repo.Namespace, map[string]string{fleet.RepoLabel: repo.Name})

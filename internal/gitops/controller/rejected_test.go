@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,29 +12,26 @@ import (
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
-// TestRejectedBundleStallsGitRepo: a repository no GitRepoRestriction of
-// the namespace allows is synced, but the Bundle controller rejects its
-// Bundle whole; the GitRepo shows that error (Ready=False, Stalled=True,
-// display Error), not "waiting for 1 bundle(s)" forever.
+// TestRejectedBundleStallsGitRepo: the GitRepo syncs, but the Bundle
+// controller rejects its Bundle whole (an invalid clusterSelector in the
+// GitRepo's targets); the GitRepo shows that error (Ready=False,
+// Stalled=True, display Error), not "waiting for 1 bundle(s)" forever. (A
+// repo no GitRepoRestriction allows is refused before it is synced:
+// TestRestrictedRepoIsNeverContacted.)
 func TestRejectedBundleStallsGitRepo(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t, "rejected")
-	if err := env.Client.Create(ctx, &fleet.GitRepoRestriction{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, Name: "only-example"},
-		AllowedRepoPatterns: []string{`^https://git\.example\.com/`},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
 	repo := gittest.NewRepo(t, root, "rejected")
 	repo.Commit("main", map[string]string{"cm.yaml": configMap("r", "1")})
 	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
-	createRepo(t, ns, "rejected", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Branch: "main"})
+	createRepo(t, ns, "rejected", fleet.GitRepoSpec{Repo: srv.URLFor(repo), Branch: "main", Targets: []fleet.GitTarget{
+		{Name: "bad", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}},
+	}})
 
 	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "rejected")
 		ready, stalled := condition(r, fleet.ConditionReady), condition(r, fleet.ConditionStalled)
-		if ready == nil || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "not allowed") {
+		if ready == nil || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "bad key!") {
 			return fmt.Errorf("ready %+v", ready)
 		}
 		if stalled == nil || stalled.Status != metav1.ConditionTrue {

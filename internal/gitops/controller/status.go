@@ -31,6 +31,9 @@ const (
 	// condition has no reason of its own; otherwise its reason (the Bundle
 	// controller's InvalidBundle) is shown.
 	ReasonBundleFailed = "BundleFailed"
+	// ReasonRestricted: the namespace's GitRepoRestrictions refuse the
+	// GitRepo (Rancher Fleet's event reason), so nothing was fetched.
+	ReasonRestricted = "FailedToApplyRestrictions"
 )
 
 // syncOutcome is what the last poll and sync did; the status functions
@@ -172,17 +175,22 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 	if failure == nil && o.PollErr != nil {
 		failure, reason = o.PollErr, ReasonPollFailed
 	}
-	if failure != nil && o.Stalled && o.SyncReason == ReasonInvalidSpec {
-		set(fleet.ConditionAccepted, metav1.ConditionFalse, ReasonInvalidSpec, failure.Error())
+	refused := o.SyncErr != nil && o.SyncReason == ReasonRestricted
+	if failure != nil && o.Stalled && (o.SyncReason == ReasonInvalidSpec || refused) {
+		set(fleet.ConditionAccepted, metav1.ConditionFalse, o.SyncReason, failure.Error())
 	} else {
 		set(fleet.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, "")
 	}
 
+	// A failure comes before "polling is disabled": with disablePolling a
+	// webhook still makes the controller look the ref up.
 	switch {
-	case o.PollingDisabled:
-		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonPollDisabled, "polling is disabled; waiting for webhooks")
+	case refused:
+		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonRestricted, "not polled: "+o.SyncErr.Error())
 	case o.PollErr != nil:
 		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonPollFailed, o.PollErr.Error())
+	case o.PollingDisabled:
+		set(fleet.ConditionGitPolling, metav1.ConditionFalse, ReasonPollDisabled, "polling is disabled; waiting for webhooks")
 	default:
 		set(fleet.ConditionGitPolling, metav1.ConditionTrue, ReasonPolled, "")
 	}

@@ -120,6 +120,8 @@ func TestSetConditions(t *testing.T) {
 		// display and displayError are checked when display is set.
 		display      string
 		displayError bool
+		// pollingReason and pollingMsg are checked when pollingReason is set.
+		pollingReason, pollingMsg string
 	}
 	for _, tc := range []struct {
 		name string
@@ -151,7 +153,20 @@ func TestSetConditions(t *testing.T) {
 			want: want{accepted: "True", polling: "True", ready: "False", stalled: "True", reconciling: "False",
 				readyReason: ReasonBuildFailed, readyMsg: "bad fleet.yaml", display: "GitError", displayError: true}},
 		{name: "polling disabled", o: syncOutcome{PollingDisabled: true}, bs: ready,
-			want: want{accepted: "True", polling: "False", ready: "True", stalled: "False", reconciling: "False", readyReason: ReasonBundlesReady}},
+			want: want{accepted: "True", polling: "False", ready: "True", stalled: "False", reconciling: "False", readyReason: ReasonBundlesReady,
+				pollingReason: ReasonPollDisabled, pollingMsg: "polling is disabled; waiting for webhooks"}},
+		{name: "polling disabled, a webhook's ref lookup failing shows the failure", o: syncOutcome{PollingDisabled: true, PollErr: errors.New("ref not found"), SyncReason: ReasonPollFailed}, bs: ready,
+			want: want{accepted: "True", polling: "False", ready: "False", stalled: "False", reconciling: "True", readyReason: ReasonPollFailed, readyMsg: "ref not found",
+				pollingReason: ReasonPollFailed, pollingMsg: "ref not found"}},
+		{name: "polling disabled, a missing secret is not accepted", o: syncOutcome{PollingDisabled: true, PollErr: errors.New("client secret \"x\" not found"), SyncReason: ReasonInvalidSpec, Stalled: true}, bs: ready,
+			want: want{accepted: "False", polling: "False", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonPollFailed, readyMsg: "client secret \"x\" not found",
+				pollingReason: ReasonPollFailed, pollingMsg: "client secret \"x\" not found"}},
+		{name: "refused by the restrictions: not accepted, not polled", o: syncOutcome{SyncErr: errors.New("repo x is not allowed"), SyncReason: ReasonRestricted, Stalled: true}, bs: ready,
+			want: want{accepted: "False", polling: "False", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonRestricted, readyMsg: "repo x is not allowed",
+				display: "GitError", displayError: true, pollingReason: ReasonRestricted, pollingMsg: "not polled: repo x is not allowed"}},
+		{name: "refused by the restrictions with polling disabled", o: syncOutcome{PollingDisabled: true, SyncErr: errors.New("repo x is not allowed"), SyncReason: ReasonRestricted, Stalled: true}, bs: ready,
+			want: want{accepted: "False", polling: "False", ready: "False", stalled: "True", reconciling: "False", readyReason: ReasonRestricted, readyMsg: "repo x is not allowed",
+				pollingReason: ReasonRestricted, pollingMsg: "not polled: repo x is not allowed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var st fleet.GitRepoStatus
@@ -166,8 +181,14 @@ func TestSetConditions(t *testing.T) {
 				}
 				return c
 			}
-			check(fleet.ConditionAccepted, tc.want.accepted)
-			check(fleet.ConditionGitPolling, tc.want.polling)
+			a := check(fleet.ConditionAccepted, tc.want.accepted)
+			if tc.want.accepted == "False" && (a.Reason != tc.o.SyncReason || a.Message != tc.want.readyMsg) {
+				t.Fatalf("Accepted %+v, want reason %q message %q", a, tc.o.SyncReason, tc.want.readyMsg)
+			}
+			p := check(fleet.ConditionGitPolling, tc.want.polling)
+			if tc.want.pollingReason != "" && (p.Reason != tc.want.pollingReason || p.Message != tc.want.pollingMsg) {
+				t.Fatalf("GitPolling reason %q msg %q; want %q %q", p.Reason, p.Message, tc.want.pollingReason, tc.want.pollingMsg)
+			}
 			check(fleet.ConditionStalled, tc.want.stalled)
 			check(fleet.ConditionReconciling, tc.want.reconciling)
 			r := check(fleet.ConditionReady, tc.want.ready)

@@ -28,7 +28,8 @@ func metaNow() metav1.Time { return metav1.NewTime(time.Now().Truncate(time.Seco
 
 // pollAndSync checks the remote when a poll is due and syncs when the
 // commit, the spec or forceSyncGeneration changed. It returns the outcome to
-// show and when to come back.
+// show and when to come back. The namespace's GitRepoRestrictions are
+// checked first, on every reconcile and before any network call.
 func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (syncOutcome, time.Duration) {
 	key := client.ObjectKeyFromObject(repo)
 	interval := poll.Interval(repo.Spec.PollingInterval)
@@ -40,6 +41,14 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 		repo.Status.UpdateGeneration != repo.Spec.ForceSyncGeneration)
 	r.mu.Unlock()
 
+	authorized, err := r.authorize(ctx, repo)
+	if err != nil {
+		return r.refuse(key, repo, interval, err)
+	}
+	// Refused until now: the GitRepo or its restrictions changed, so it is
+	// polled at once instead of when the timer says.
+	wasRefused := seen && last.SyncReason == ReasonRestricted
+
 	due, wait := r.Opts.Tracker.Due(key)
 	webhookNew := r.webhookPending(repo)
 	if repo.Spec.DisablePolling && seen && last.PollErr == nil && last.SyncErr == nil {
@@ -47,7 +56,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 		due = false
 		wait = 0
 	}
-	if !due && !specNew && !webhookNew && seen {
+	if !due && !specNew && !webhookNew && !wasRefused && seen {
 		last.PollingDisabled = repo.Spec.DisablePolling
 		return last, wait
 	}
@@ -58,7 +67,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.mu.Unlock()
 
 	retrySync := seen && last.SyncErr != nil
-	err := r.poll(ctx, repo, retrySync, &out)
+	err = r.poll(ctx, repo, authorized, retrySync, &out)
 	next := r.Opts.Tracker.Record(key, interval, err)
 	r.mu.Lock()
 	r.last[key] = out
@@ -69,11 +78,33 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	return out, next
 }
 
+// refuse records a GitRepo its GitRepoRestrictions refuse, or whose
+// restrictions could not be read, without any network call. A refusal is
+// not retried on a timer: a change of the GitRepo or of a restriction
+// brings it back (both are watched). Nothing the GitRepo deployed before is
+// touched.
+func (r *Reconciler) refuse(key client.ObjectKey, repo *fleet.GitRepo, interval time.Duration, err error) (syncOutcome, time.Duration) {
+	out := syncOutcome{PollingDisabled: repo.Spec.DisablePolling}
+	var next time.Duration
+	if isRestricted(err) {
+		out.SyncErr, out.SyncReason, out.Stalled = err, ReasonRestricted, true
+	} else {
+		out.PollErr, out.SyncReason = err, ReasonPollFailed
+		next = r.Opts.Tracker.Record(key, interval, err)
+	}
+	r.mu.Lock()
+	r.last[key] = out
+	r.mu.Unlock()
+	return out, next
+}
+
 // poll does the ref lookup and, when needed, the sync (also when the last
 // sync failed: it is retried on the backoff schedule). The returned error
-// drives the backoff; out carries what the user should see.
-func (r *Reconciler) poll(ctx context.Context, repo *fleet.GitRepo, retrySync bool, out *syncOutcome) error {
-	remote, err := remoteFor(ctx, r.APIReader, repo, r.Opts)
+// drives the backoff; out carries what the user should see. authorized is
+// repo as authorize returned it (the default client Secret filled in): the
+// remote is built from it, everything else from repo.
+func (r *Reconciler) poll(ctx context.Context, repo, authorized *fleet.GitRepo, retrySync bool, out *syncOutcome) error {
+	remote, err := remoteFor(ctx, r.APIReader, authorized, r.Opts)
 	if err != nil {
 		out.PollErr = err
 		out.Stalled, out.SyncReason = isInputError(err), ReasonInvalidSpec
@@ -234,7 +265,7 @@ type eventInfo struct{ typ, reason, msg string }
 // failureReasons are Ready reasons that mean the last attempt failed.
 var failureReasons = map[string]bool{
 	ReasonPollFailed: true, ReasonFetchFailed: true, ReasonBuildFailed: true,
-	ReasonApplyFailed: true, ReasonInvalidSpec: true,
+	ReasonApplyFailed: true, ReasonInvalidSpec: true, ReasonRestricted: true,
 	// A Bundle the Bundle controller rejected whole.
 	bundlectl.ReasonInvalid: true, ReasonBundleFailed: true,
 }

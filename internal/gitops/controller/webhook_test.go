@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	gitops "github.com/fleetgo/fleet/internal/gitops/controller"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
@@ -33,6 +34,13 @@ func postWebhook(t testing.TB, h http.Header, body []byte) int {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	return resp.StatusCode
+}
+
+// webhookMark is the commit the webhook receiver marked the GitRepo with
+// (the annotation it patches before it answers), read from the API server.
+func webhookMark(t testing.TB, ns, name string) string {
+	t.Helper()
+	return getRepo(t, ns, name).Annotations[gitops.WebhookCommitAnnotation]
 }
 
 // TestWebhooks: for each provider a recorded push payload, signed with the
@@ -107,18 +115,27 @@ func TestWebhooks(t *testing.T) {
 	if code := postWebhook(t, own, body); code != http.StatusOK {
 		t.Fatalf("own secret: %d", code)
 	}
+	// The receiver marks the GitRepo before it answers, so the mark is
+	// there as soon as the POST returns: what makes the check below, that
+	// another branch leaves no mark, able to fail.
+	if got := webhookMark(t, ns2, "own"); got != next {
+		t.Fatalf("webhook mark %q right after the push, want %q", got, next)
+	}
 	waitSynced(t, ns2, "own", next, 1)
 
 	// A push to another branch does not trigger; an unknown sender is 400.
-	other := repo2.Commit("other", map[string]string{"cm.yaml": configMap("b", "2")})
-	h, body = webhooktest.Push(payload.GitHub, srv.URLFor(repo2), other)
+	// The GitRepo takes the shared secret the push is signed with, so a
+	// wrongly matched branch would be taken, not refused for its signature.
+	marked := webhookMark(t, ns, "hooked")
+	other := repo.Commit("other", map[string]string{"cm.yaml": configMap("a", "other")})
+	h, body = webhooktest.Push(payload.GitHub, url, other)
 	body = bytes.Replace(body, []byte("refs/heads/main"), []byte("refs/heads/other"), 1)
 	webhooktest.Sign(payload.GitHub, h, body, "shared-s3cret")
 	if code := postWebhook(t, h, body); code != http.StatusOK {
 		t.Fatalf("other branch: %d", code)
 	}
-	if r := getRepo(t, ns2, "own"); r.Status.WebhookCommit == other {
-		t.Fatal("push to another branch was taken")
+	if got := webhookMark(t, ns, "hooked"); got != marked {
+		t.Fatalf("push to another branch was taken: webhook mark %q, was %q", got, marked)
 	}
 	if code := postWebhook(t, http.Header{}, []byte("{}")); code != http.StatusBadRequest {
 		t.Fatalf("unknown provider: %d", code)
