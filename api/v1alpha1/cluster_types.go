@@ -102,6 +102,15 @@ type ClusterStatus struct {
 	DesiredReadyHelmOps int `json:"desiredReadyHelmOps"`
 	// +optional
 	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
+	// AgentConfigHash fingerprints the agent the manager last installed on
+	// an imported cluster: its image (after privateRepoURL), namespace,
+	// env, tolerations, affinity, resources, hostNetwork, the manager's
+	// apiServerURL/CA and check-in interval. The manager installs the
+	// agent again when the hash of the current settings differs, so that
+	// a Cluster's agent settings and a new manager agent image reach the
+	// agent without a redeployAgentGeneration bump.
+	// +optional
+	AgentConfigHash string `json:"agentConfigHash,omitempty"`
 	// +optional
 	AgentMigrated bool `json:"agentMigrated,omitempty"`
 	// +optional
@@ -149,6 +158,15 @@ type AgentStatus struct {
 	// ReadyNodeNames holds at most three names.
 	// +optional
 	ReadyNodeNames []string `json:"readyNodeNames,omitempty"`
+	// CheckinInterval is how often the agent checks in (before its jitter
+	// of up to 10%), reported with every check-in. The manager takes the
+	// cluster to be Offline 3 × the longer of this and its own
+	// agentCheckinInterval after the last check-in, so that an agent
+	// installed with a longer interval than the manager's does not flip
+	// Offline between check-ins. Unset (an agent that does not report it):
+	// the manager's interval.
+	// +optional
+	CheckinInterval *metav1.Duration `json:"checkinInterval,omitempty"`
 }
 
 // ClusterGroup is a named set of clusters chosen by label selector.

@@ -16,11 +16,13 @@ import (
 // TestAgentReportApplyMatchesMergePatch: Apply (the first check-in, written
 // with its Ready condition) sets on a Cluster's status exactly what the
 // merge patch of every later check-in sets, including counts that fell to
-// zero and node lists that emptied.
+// zero and node lists that emptied, and a check-in interval that a
+// report no longer carries (an older agent: the manager's interval).
 func TestAgentReportApplyMatchesMergePatch(t *testing.T) {
 	before := fleet.ClusterStatus{Namespace: "cluster-ns",
 		Agent: fleet.AgentStatus{LastSeen: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Namespace: "old",
-			ReadyNodes: 2, NonReadyNodes: 1, ReadyNodeNames: []string{"a", "b"}, NonReadyNodeNames: []string{"c"}},
+			ReadyNodes: 2, NonReadyNodes: 1, ReadyNodeNames: []string{"a", "b"}, NonReadyNodeNames: []string{"c"},
+			CheckinInterval: &metav1.Duration{Duration: time.Hour}},
 		Display: fleet.ClusterDisplay{ReadyNodes: "2/3", SampleNode: "a", ReadyBundles: "1/1"}}
 	for _, tc := range []struct {
 		name   string
@@ -28,7 +30,7 @@ func TestAgentReportApplyMatchesMergePatch(t *testing.T) {
 	}{
 		{name: "nodes changed", report: contentapi.AgentReport{
 			Agent: fleet.AgentStatus{LastSeen: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)), Namespace: "cattle-fleet-system",
-				ReadyNodes: 3, ReadyNodeNames: []string{"a", "b", "d"}},
+				ReadyNodes: 3, ReadyNodeNames: []string{"a", "b", "d"}, CheckinInterval: &metav1.Duration{Duration: 5 * time.Second}},
 			Display: contentapi.AgentDisplay{ReadyNodes: "3/3", SampleNode: "a"}}},
 		{name: "everything fell to zero", report: contentapi.AgentReport{
 			Agent:   fleet.AgentStatus{LastSeen: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))},

@@ -80,7 +80,9 @@ type AgentDisplay struct {
 // field is spelled out, zero or empty included: the status types omit
 // empty fields, and a patch that omitted them would leave the previous
 // check-in's values (a node count that fell to zero, a node list that
-// emptied) in place.
+// emptied) in place. The same goes for checkinInterval: a report without
+// it (an older agent's, through the content API) removes it, so that the
+// manager goes back to its own interval for that cluster.
 func (r AgentReport) MergePatch() ([]byte, error) {
 	a := r.Agent
 	return json.Marshal(map[string]any{"status": map[string]any{
@@ -91,6 +93,7 @@ func (r AgentReport) MergePatch() ([]byte, error) {
 			"nonReadyNodes":     a.NonReadyNodes,
 			"readyNodeNames":    a.ReadyNodeNames,
 			"nonReadyNodeNames": a.NonReadyNodeNames,
+			"checkinInterval":   a.CheckinInterval,
 		},
 		"display": map[string]any{
 			"readyNodes": r.Display.ReadyNodes,

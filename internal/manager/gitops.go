@@ -9,6 +9,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	gitops "github.com/fleetgo/fleet/internal/gitops/controller"
+	"github.com/fleetgo/fleet/internal/gitops/git"
 )
 
 // setupGitOps adds the GitRepo controller and, when WebhookAddr is set, the
@@ -20,6 +21,10 @@ func setupGitOps(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.DisableGitOps {
 		ctrl.Log.WithName("gitops").Info("GitOps is disabled: no GitRepo controller and no git webhook receiver; GitRepos are left as they are")
 		return nil
+	}
+	git.SetInsecureSkipHostKeyChecks(opts.InsecureSkipHostKeyChecks)
+	if opts.InsecureSkipHostKeyChecks {
+		ctrl.Log.WithName("gitops").Info("SSH host key checks are off (--insecure-skip-host-key-checks): any server is trusted as the GitRepos' git server")
 	}
 	_, err := gitops.Setup(ctx, mgr, gitops.Options{
 		SystemNamespace: opts.SystemNamespace,

@@ -78,6 +78,11 @@ type Options struct {
 	// GitLimits bound what one GitRepo fetch may store on disk and what
 	// its checkout may hold (zero fields: the git package's defaults).
 	GitLimits git.Limits
+	// InsecureSkipHostKeyChecks accepts any SSH host key when cloning
+	// GitRepos (chart value insecureSkipHostKeyChecks). Otherwise a server
+	// is checked against the client Secret's known_hosts or the
+	// known-hosts ConfigMap of SystemNamespace.
+	InsecureSkipHostKeyChecks bool
 	// AgentTokenTTL is the lifetime of agent credentials (default 30 days).
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.

@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,8 +23,35 @@ type AgentManifest struct {
 	Image           string
 	CheckinInterval time.Duration
 	// Cluster supplies agent scheduling settings (env, tolerations,
-	// affinity, resources, hostNetwork); optional.
+	// affinity, resources, hostNetwork) and privateRepoURL; optional.
 	Cluster *fleet.Cluster
+}
+
+// AgentImage is the image an imported cluster's agent runs: image as the
+// manager is configured, moved to privateRepoURL when the Cluster sets
+// one, so that an air-gapped cluster pulls it from its own registry. The
+// rule is Rancher Fleet's Resolve: the private registry takes the place of
+// the registry the image names (the chart's systemDefaultRegistry, or
+// ghcr.io by default), the repository path and tag stay; an image that
+// already starts with privateRepoURL is left as it is.
+func AgentImage(image, privateRepoURL string) string {
+	repo := strings.TrimPrefix(strings.TrimPrefix(privateRepoURL, "https://"), "http://")
+	repo = strings.TrimRight(repo, "/")
+	if repo == "" || strings.HasPrefix(image, repo+"/") {
+		return image
+	}
+	return repo + "/" + imagePath(image)
+}
+
+// imagePath is image without its registry host. As in Docker's reference
+// grammar, the first component names a registry only when more follow and
+// it has a "." or ":" or is "localhost"; "rancher/fleet-agent" has none.
+func imagePath(image string) string {
+	first, rest, ok := strings.Cut(image, "/")
+	if ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return rest
+	}
+	return image
 }
 
 // AgentObjects are what an import applies to the downstream cluster: the
@@ -86,6 +114,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	}
 	strategy := appsv1.DeploymentStrategy{}
 	if c := m.Cluster; c != nil {
+		pod.Containers[0].Image = AgentImage(m.Image, c.Spec.PrivateRepoURL)
 		pod.Containers[0].Env = append(pod.Containers[0].Env, c.Spec.AgentEnvVars...)
 		pod.Tolerations = append(pod.Tolerations, c.Spec.AgentTolerations...)
 		pod.Affinity = c.Spec.AgentAffinity

@@ -68,11 +68,17 @@ func allowedSecretNamespace(clusterNS, ns string) bool {
 }
 
 // importCluster installs the agent on a Cluster's downstream cluster from its
-// kubeconfig Secret, once per spec.redeployAgentGeneration. Afterwards the
-// manager does not contact the cluster again.
+// kubeconfig Secret, and installs it again when spec.redeployAgentGeneration
+// is bumped or the agent's configuration changed (agentConfigHash: the
+// Cluster's agent settings, the manager's agent image, API server or
+// check-in interval). Otherwise the manager does not contact the cluster.
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
-	done := meta.IsStatusConditionTrue(cluster.Status.Conditions, fleet.ConditionImported)
-	if done && cluster.Status.AgentDeployedGeneration != nil && *cluster.Status.AgentDeployedGeneration == cluster.Spec.RedeployAgentGeneration {
+	hash, err := r.agentConfigHash(cluster)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	why := importReason(cluster, hash)
+	if why == "" {
 		return ctrl.Result{}, nil
 	}
 	res, err := r.doImport(ctx, cluster)
@@ -83,9 +89,10 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	case err == nil:
 		gen := cluster.Spec.RedeployAgentGeneration
 		cluster.Status.AgentDeployedGeneration = &gen
+		cluster.Status.AgentConfigHash = hash
 		cluster.Status.AgentMigrated = true
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
-		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream")
+		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream", "why", why)
 		return ctrl.Result{}, nil
 	case errors.As(err, &ie):
 		ctrl.LoggerFrom(ctx).Info("cluster import failed, retrying with backoff", "reason", ie.reason, "error", ie.err.Error())
@@ -151,14 +158,7 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	if err != nil {
 		return ctrl.Result{}, &importError{ReasonUnreachable, err}
 	}
-	agentNS := cluster.Spec.AgentNamespace
-	if agentNS == "" {
-		agentNS = r.Opts.SystemNamespace
-	}
-	objs, err := AgentObjects(AgentManifest{
-		Namespace: agentNS, Values: *values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
-		Image: r.Opts.AgentImage, CheckinInterval: r.Opts.AgentCheckinInterval, Cluster: cluster,
-	})
+	objs, err := AgentObjects(r.agentManifest(cluster, *values))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -172,6 +172,61 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	cluster.Status.APIServerCAHash = hex.EncodeToString(sum[:])
 	cluster.Status.AgentTLSMode = "strict"
 	return ctrl.Result{}, nil
+}
+
+// importReason says why cluster's agent is to be installed now, or "" when
+// the one installed last is current: it is installed once, and again on a
+// redeployAgentGeneration bump or when its configuration hash changed.
+func importReason(cluster *fleet.Cluster, hash string) string {
+	switch {
+	case !meta.IsStatusConditionTrue(cluster.Status.Conditions, fleet.ConditionImported):
+		return "not imported yet"
+	case cluster.Status.AgentDeployedGeneration == nil || *cluster.Status.AgentDeployedGeneration != cluster.Spec.RedeployAgentGeneration:
+		return "redeployAgentGeneration changed"
+	case cluster.Status.AgentConfigHash != hash:
+		return "agent configuration changed"
+	}
+	return ""
+}
+
+// agentManifest is the agent manifest of cluster with values; import and
+// agentConfigHash both build it here, so that the hash covers what is
+// applied.
+func (r *ClusterReconciler) agentManifest(cluster *fleet.Cluster, values Values) AgentManifest {
+	ns := cluster.Spec.AgentNamespace
+	if ns == "" {
+		ns = r.Opts.SystemNamespace
+	}
+	return AgentManifest{
+		Namespace: ns, Values: values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
+		Image: r.Opts.AgentImage, CheckinInterval: r.Opts.AgentCheckinInterval, Cluster: cluster,
+	}
+}
+
+// agentConfigHash is the SHA-256 of the agent manifest the manager would
+// apply to cluster now, without what changes while the agent's
+// configuration does not: the import token (a new one for each import,
+// and never written to status, not even hashed) and the Cluster's labels
+// (the agent sends them once, at registration; the Cluster keeps them
+// itself). It needs no read: the API server and CA are the manager's
+// (the token's values); a kubeconfig Secret's apiServerURL/apiServerCA
+// override is not watched and takes effect with the next install.
+func (r *ClusterReconciler) agentConfigHash(cluster *fleet.Cluster) (string, error) {
+	m := r.agentManifest(cluster, Values{
+		APIServerURL: r.Opts.APIServerURL, APIServerCA: string(r.Opts.APIServerCA),
+		ClusterNamespace: cluster.Namespace, SystemRegistrationNamespace: r.Opts.SystemRegistrationNamespace,
+	})
+	m.Labels = nil
+	objs, err := AgentObjects(m)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(objs)
+	if err != nil {
+		return "", fmt.Errorf("hashing the agent manifest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // importValues returns the values of the cluster's import token, creating

@@ -55,7 +55,8 @@ const (
 )
 
 // optsManager are the options of the manager of optsWorkspace.
-var optsManager = registration.Options{RegistrationTokenTTLRequired: true, IgnoreClusterRegistrationLabels: true, APIServerURLDefaulted: true}
+var optsManager = registration.Options{RegistrationTokenTTLRequired: true, IgnoreClusterRegistrationLabels: true, APIServerURLDefaulted: true,
+	AgentCheckinInterval: 5 * time.Minute}
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
@@ -92,7 +93,7 @@ func run(m *testing.M) int {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a", optsWorkspace, collideWorkspaceA, collideWorkspaceB} {
+	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a", optsWorkspace, imageWorkspace, collideWorkspaceA, collideWorkspaceB} {
 		if err := up.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -108,7 +109,8 @@ func run(m *testing.M) int {
 		Workers:            4,
 		Credentials:        creds,
 	}
-	done, err := startManager(ctx, opts, map[string]cache.Config{cache.AllNamespaces: {}, optsWorkspace: {LabelSelector: never}})
+	done, err := startManager(ctx, opts, map[string]cache.Config{cache.AllNamespaces: {}, optsWorkspace: {LabelSelector: never},
+		imageWorkspace: {LabelSelector: never}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -142,7 +142,7 @@ func (r *TokenReconciler) ensureValuesSecret(ctx context.Context, tok *fleet.Clu
 	switch {
 	case err == nil:
 		if t, perr := time.Parse(time.RFC3339, existing.Annotations[tokenExpiryAnnotation]); perr == nil &&
-			existing.Type == fleet.SecretTypeClusterRegistrationValues && len(existing.Data["values"]) > 0 {
+			existing.Type == fleet.SecretTypeClusterRegistrationValues && r.valuesCurrent(existing.Data["values"]) {
 			// Keep the values that were handed out as long as they work.
 			issued, _ := time.Parse(time.RFC3339, existing.Annotations[tokenIssuedAnnotation])
 			if refresh, keep := valuesRefresh(time.Now(), issued, t, expires, lifetime); keep {
@@ -225,6 +225,14 @@ func mintedRefresh(now, issued, expiry time.Time, expires *metav1.Time, asked ti
 	return refresh
 }
 
+// ValuesCheckinInterval is the key under the values' `internal` that
+// carries the manager's agentCheckinInterval: the fleet-agent chart runs
+// the agent with it unless its own `checkinInterval` is set, so that agents
+// installed from a token check in as often as the manager expects. A
+// separate key rather than `checkinInterval` itself, so that a
+// checkinInterval the user sets wins whatever the order of the values files.
+const ValuesCheckinInterval = "checkinInterval"
+
 // Values are the keys of the fleet-agent chart values a token hands out.
 type Values struct {
 	APIServerURL                string            `json:"apiServerURL"`
@@ -245,10 +253,38 @@ func (r *TokenReconciler) valuesYAML(tok *fleet.ClusterRegistrationToken, token 
 		Token:                       token,
 		TokenName:                   tok.Name,
 	}
+	v.Internal = map[string]string{}
 	if r.Opts.SystemNamespace != fleet.DefaultSystemNamespace {
-		v.Internal = map[string]string{"systemNamespace": r.Opts.SystemNamespace}
+		v.Internal["systemNamespace"] = r.Opts.SystemNamespace
+	}
+	if iv := r.checkinInterval(); iv != "" {
+		v.Internal[ValuesCheckinInterval] = iv
+	}
+	if len(v.Internal) == 0 {
+		v.Internal = nil
 	}
 	return yaml.Marshal(v)
+}
+
+// checkinInterval is the manager's agentCheckinInterval as the values
+// carry it ("" when there is none).
+func (r *TokenReconciler) checkinInterval() string {
+	if r.Opts.AgentCheckinInterval <= 0 {
+		return ""
+	}
+	return r.Opts.AgentCheckinInterval.String()
+}
+
+// valuesCurrent reports whether the values handed out (a values Secret's
+// "values") carry the manager's current check-in interval: a manager
+// restarted with another agentCheckinInterval writes the values again, so
+// that clusters installed from an older token's values afterwards follow it.
+func (r *TokenReconciler) valuesCurrent(raw []byte) bool {
+	var v Values
+	if len(raw) == 0 || yaml.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	return v.Internal[ValuesCheckinInterval] == r.checkinInterval()
 }
 
 // cleanupToken revokes the import credential of a deleted token: its

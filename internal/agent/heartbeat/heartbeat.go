@@ -1,5 +1,6 @@
-// Package heartbeat reports the agent's check-in and node counts on its
-// Cluster upstream: status.agent and status.display.readyNodes/sampleNode,
+// Package heartbeat reports the agent's check-in, its check-in interval and
+// node counts on its Cluster upstream: status.agent and
+// status.display.readyNodes/sampleNode,
 // the parts the agent owns. Where the manager's content API takes
 // check-ins (contentapi.ClusterStatusResource) it PUTs them there, in the
 // cluster namespace, and the manager writes the Cluster; otherwise (Rancher
@@ -127,6 +128,10 @@ func (h *Heartbeat) Report(ctx context.Context) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	report := Status(nodes.Items, h.opts.AgentNamespace, h.opts.Now())
+	// The manager takes the cluster to be Offline after 3 × the longer of
+	// this and its own interval: an agent installed with a longer interval
+	// than the manager's would otherwise flip Offline between check-ins.
+	report.Agent.CheckinInterval = &metav1.Duration{Duration: h.opts.Interval}
 	var viaAPI func() error
 	if h.opts.Content != nil {
 		viaAPI = func() error {

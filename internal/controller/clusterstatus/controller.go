@@ -34,7 +34,9 @@ import (
 // Options configure the status controllers.
 type Options struct {
 	// OfflineThreshold is how long after its last check-in a cluster is
-	// Offline (the manager passes 3 × the agent check-in interval).
+	// Offline (the manager passes 3 × its agent check-in interval); a
+	// cluster whose agent reports a longer interval gets 3 × that
+	// (OfflineAfter).
 	OfflineThreshold time.Duration
 	// Coalesce delays reconciles caused by BundleDeployment and Cluster
 	// status churn so that a burst gives one write (default 1s).

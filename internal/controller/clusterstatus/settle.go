@@ -14,11 +14,16 @@ import (
 // the agent's heartbeat writes (status.agent, the node display) while the
 // cluster's liveness stays the same: such an update changes nothing this
 // package owns, so it needs no reconcile. The first check-in and a check-in
-// after the cluster went offline do change liveness. Pure.
+// after the cluster went offline do change liveness; a check-in with another
+// interval (status.agent.checkinInterval) changes when the cluster goes
+// offline, which the reconcile schedules. Pure.
 func HeartbeatOnly(o, n *fleet.Cluster, now time.Time, threshold time.Duration) bool {
 	if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.ObjectMeta.Labels, n.ObjectMeta.Labels) ||
 		!equality.Semantic.DeepEqual(o.ObjectMeta.Annotations, n.ObjectMeta.Annotations) ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) {
+		return false
+	}
+	if !equality.Semantic.DeepEqual(o.Status.Agent.CheckinInterval, n.Status.Agent.CheckinInterval) {
 		return false
 	}
 	os, ns := o.Status, n.Status

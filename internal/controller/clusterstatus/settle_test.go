@@ -33,6 +33,19 @@ func TestHeartbeatOnly(t *testing.T) {
 			change: func(c *fleet.Cluster) { c.Status.Agent.LastSeen = metav1.NewTime(now) }},
 		{name: "back from offline", old: func(c *fleet.Cluster) { c.Status.Agent.LastSeen = metav1.NewTime(now.Add(-time.Hour)) },
 			change: func(c *fleet.Cluster) { c.Status.Agent.LastSeen = metav1.NewTime(now) }},
+		{name: "a heartbeat with the same interval", old: func(c *fleet.Cluster) { c.Status.Agent.CheckinInterval = &metav1.Duration{Duration: time.Minute} },
+			change: func(c *fleet.Cluster) { c.Status.Agent.LastSeen = metav1.NewTime(now) }, want: true},
+		// The cluster now goes offline at another time: the reconcile
+		// schedules it.
+		{name: "a heartbeat with another interval", old: func(c *fleet.Cluster) { c.Status.Agent.CheckinInterval = &metav1.Duration{Duration: time.Hour} },
+			change: func(c *fleet.Cluster) {
+				c.Status.Agent.LastSeen = metav1.NewTime(now)
+				c.Status.Agent.CheckinInterval = &metav1.Duration{Duration: time.Minute}
+			}},
+		{name: "the first heartbeat with an interval", change: func(c *fleet.Cluster) {
+			c.Status.Agent.LastSeen = metav1.NewTime(now)
+			c.Status.Agent.CheckinInterval = &metav1.Duration{Duration: time.Minute}
+		}},
 		{name: "a label", change: func(c *fleet.Cluster) { c.Labels["env"] = "prod" }},
 		{name: "the spec", change: func(c *fleet.Cluster) { c.Generation++; c.Spec.Paused = true }},
 		{name: "deletion", change: func(c *fleet.Cluster) { c.DeletionTimestamp = &metav1.Time{Time: now} }},

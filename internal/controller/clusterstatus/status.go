@@ -3,6 +3,7 @@ package clusterstatus
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -48,17 +49,43 @@ type Liveness struct {
 	NextCheck time.Duration
 }
 
-// LivenessOf derives liveness from status.agent.lastSeen.
+// LivenessOf derives liveness from status.agent.lastSeen; threshold is the
+// manager's Offline threshold (Options.OfflineThreshold), which
+// OfflineAfter stretches for an agent that checks in less often.
 func LivenessOf(c *fleet.Cluster, now time.Time, threshold time.Duration) Liveness {
 	last := c.Status.Agent.LastSeen
 	if last.IsZero() {
 		return Liveness{Offline: true, NeverSeen: true}
 	}
-	deadline := last.Add(threshold)
+	deadline := last.Add(OfflineAfter(threshold, c.Status.Agent.CheckinInterval))
 	if !now.Before(deadline) {
 		return Liveness{Offline: true}
 	}
 	return Liveness{NextCheck: deadline.Sub(now)}
+}
+
+// missedCheckIns is how many check-in intervals a cluster may stay silent
+// before it is Offline: the manager's threshold is as many of its own
+// intervals (manager.Options.OfflineThreshold).
+const missedCheckIns = 3
+
+// OfflineAfter is how long after its last check-in a cluster is Offline:
+// threshold, the manager's (3 × its agentCheckinInterval), or 3 × the
+// interval the cluster's agent reports (status.agent.checkinInterval) if
+// that is longer. So it is 3 × the longer of the two intervals: an agent
+// installed with its own, longer interval (the fleet-agent chart's
+// checkinInterval) does not flip Offline between its check-ins, and one
+// that reports none (an older agent) or a shorter one gets the manager's.
+// Pure.
+func OfflineAfter(threshold time.Duration, reported *metav1.Duration) time.Duration {
+	if reported == nil || reported.Duration <= 0 {
+		return threshold
+	}
+	// An interval so long that 3 × it overflows never goes Offline anyway.
+	if reported.Duration > math.MaxInt64/missedCheckIns {
+		return math.MaxInt64
+	}
+	return max(threshold, missedCheckIns*reported.Duration)
 }
 
 // OwnedStatus is the part of ClusterStatus the targeting area owns

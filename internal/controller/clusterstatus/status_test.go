@@ -2,6 +2,7 @@ package clusterstatus
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,67 @@ func TestLivenessOf(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := LivenessOf(c.c, now, 45*time.Minute); got != c.want {
 				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestOfflineAfter: a cluster is Offline after 3 × the longer of the
+// manager's interval and the one its agent reports; an agent that reports
+// none is held to the manager's.
+func TestOfflineAfter(t *testing.T) {
+	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
+	for _, tc := range []struct {
+		name      string
+		threshold time.Duration // the manager's: 3 × its interval
+		reported  *metav1.Duration
+		want      time.Duration
+	}{
+		{name: "older agent: the manager's", threshold: 45 * time.Minute, want: 45 * time.Minute},
+		{name: "same interval", threshold: 45 * time.Minute, reported: d(15 * time.Minute), want: 45 * time.Minute},
+		{name: "agent checks in less often than the manager's interval", threshold: 15 * time.Minute, reported: d(15 * time.Minute), want: 45 * time.Minute},
+		{name: "agent chart at 1h, manager at 15m", threshold: 45 * time.Minute, reported: d(time.Hour), want: 3 * time.Hour},
+		{name: "agent checks in more often: the manager's", threshold: 3 * time.Second, reported: d(time.Second), want: 3 * time.Second},
+		{name: "zero reported: the manager's", threshold: 45 * time.Minute, reported: d(0), want: 45 * time.Minute},
+		{name: "negative reported: the manager's", threshold: 45 * time.Minute, reported: d(-time.Hour), want: 45 * time.Minute},
+		{name: "overflowing interval: never", threshold: 45 * time.Minute, reported: d(math.MaxInt64 / 2), want: math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OfflineAfter(tc.threshold, tc.reported); got != tc.want {
+				t.Fatalf("OfflineAfter(%s, %v) = %s, want %s", tc.threshold, tc.reported, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLivenessOfReportedInterval: the liveness of a cluster follows the
+// interval its agent reports. With the manager at 5m (threshold 15m) and
+// the agent at 15m, a cluster last seen 20 minutes ago is online, not
+// Offline between two of its agent's check-ins.
+func TestLivenessOfReportedInterval(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	seen := func(ago, interval time.Duration) *fleet.Cluster {
+		c := &fleet.Cluster{}
+		c.Status.Agent.LastSeen = metav1.NewTime(now.Add(-ago))
+		if interval != 0 {
+			c.Status.Agent.CheckinInterval = &metav1.Duration{Duration: interval}
+		}
+		return c
+	}
+	const threshold = 15 * time.Minute
+	for _, tc := range []struct {
+		name string
+		c    *fleet.Cluster
+		want Liveness
+	}{
+		{name: "agent at 15m, seen 20m ago", c: seen(20*time.Minute, 15*time.Minute), want: Liveness{NextCheck: 25 * time.Minute}},
+		{name: "agent at 15m, seen 45m ago", c: seen(45*time.Minute, 15*time.Minute), want: Liveness{Offline: true}},
+		{name: "older agent, seen 20m ago", c: seen(20*time.Minute, 0), want: Liveness{Offline: true}},
+		{name: "agent at 1m, seen 10m ago", c: seen(10*time.Minute, time.Minute), want: Liveness{NextCheck: 5 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LivenessOf(tc.c, now, threshold); got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}

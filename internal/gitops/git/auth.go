@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -30,6 +31,21 @@ const (
 	KeySSHKey     = corev1.SSHAuthPrivateKey // "ssh-privatekey"
 	KeyKnownHosts = "known_hosts"
 )
+
+// KnownHostsConfigMap is the ConfigMap, in the manager's namespace, whose
+// KeyKnownHosts entry verifies SSH servers for GitRepos whose client Secret
+// has no known_hosts (as in Fleet; the chart fills it with the public git
+// hosts' keys and additionalKnownHosts).
+const KnownHostsConfigMap = "known-hosts"
+
+// insecureSkipHostKeyChecks is the manager's --insecure-skip-host-key-checks.
+var insecureSkipHostKeyChecks atomic.Bool
+
+// SetInsecureSkipHostKeyChecks makes SSH accept any server host key, with
+// or without known_hosts (Fleet's chart value insecureSkipHostKeyChecks).
+// It is insecure: anyone in the network path can then impersonate the git
+// server. A process-wide setting, as the manager has one.
+func SetInsecureSkipHostKeyChecks(skip bool) { insecureSkipHostKeyChecks.Store(skip) }
 
 // Credentials are what a client Secret holds. Only the fields relevant to the
 // repo URL's scheme are used.
@@ -83,9 +99,11 @@ func IsSSH(url string) bool {
 // the server); retrying without a change to the Secret will not help.
 var ErrBadCredentials = errors.New("invalid git credentials")
 
-// authFor turns credentials into a go-git AuthMethod for url. SSH always
-// checks the server's host key against known_hosts: without known_hosts an
-// SSH repo is refused rather than trusted on first use.
+// authFor turns credentials into a go-git AuthMethod for url. SSH checks
+// the server's host key against known_hosts (the client Secret's, else the
+// known-hosts ConfigMap's, which the caller puts in Credentials): without
+// known_hosts an SSH repo is refused rather than trusted on first use,
+// unless host key checks are turned off (SetInsecureSkipHostKeyChecks).
 func authFor(ctx context.Context, r Remote) (transport.AuthMethod, error) {
 	url, c, timeout := r.URL, r.Credentials, r.timeout()
 	if c.invalid != nil {
@@ -111,8 +129,9 @@ func authFor(ctx context.Context, r Remote) (transport.AuthMethod, error) {
 	if len(c.SSHKey) == 0 {
 		return nil, fmt.Errorf("%w: ssh repo needs a Secret with %q", ErrBadCredentials, KeySSHKey)
 	}
-	if len(c.KnownHosts) == 0 {
-		return nil, fmt.Errorf("%w: ssh repo needs %q in the client Secret to verify the server", ErrBadCredentials, KeyKnownHosts)
+	insecure := insecureSkipHostKeyChecks.Load()
+	if len(c.KnownHosts) == 0 && !insecure {
+		return nil, fmt.Errorf("%w: ssh repo needs %q, in the client Secret or in the manager's ConfigMap %s, to verify the server", ErrBadCredentials, KeyKnownHosts, KnownHostsConfigMap)
 	}
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
@@ -126,6 +145,10 @@ func authFor(ctx context.Context, r Remote) (transport.AuthMethod, error) {
 	pk, err := gitssh.NewPublicKeys(user, c.SSHKey, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: parsing %s: %v", ErrBadCredentials, KeySSHKey, err)
+	}
+	if insecure {
+		pk.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // asked for with --insecure-skip-host-key-checks
+		return &sshAuth{PublicKeys: pk, timeout: timeout}, nil
 	}
 	db, err := knownHostsDB(c.KnownHosts)
 	if err != nil {

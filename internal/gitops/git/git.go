@@ -14,9 +14,23 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
+
+// go-git by default leaves multi_ack and multi_ack_detailed out of every
+// fetch request, and Azure DevOps refuses upload-pack requests without them
+// (the ref lookup works, every fetch fails), so keep only thin-pack out, as
+// go-git's own Azure DevOps example and Rancher's gitcloner do. go-git does
+// not fully implement multi_ack negotiation over several rounds, which is
+// only needed to fetch into a repository that already has objects; every
+// fetch here starts from an empty repository (one round: wants, done). It is
+// a process-wide go-git setting, and this package is the process's only
+// go-git user.
+func init() {
+	transport.UnsupportedCapabilities = []capability.Capability{capability.ThinPack}
+}
 
 // DefaultTimeout bounds one remote operation (ref lookup or fetch).
 const DefaultTimeout = 30 * time.Second

@@ -26,7 +26,15 @@ const (
 	KeyGitHubAppID             = "github_app_id"
 	KeyGitHubAppInstallationID = "github_app_installation_id"
 	KeyGitHubAppPrivateKey     = "github_app_private_key"
+	// KeyGitHubAppAPIURL (optional, not a Rancher key) is the REST API of
+	// a GitHub Enterprise Server, https://<host>/api/v3. Without it App
+	// credentials are used for github.com repositories only.
+	KeyGitHubAppAPIURL = "github_app_api_url"
 )
+
+// gitHubAPI is GitHub.com's REST API, the only place an App's JWT goes
+// unless the Secret names a GitHub Enterprise Server API.
+const gitHubAPI = "https://api.github.com"
 
 // GitHubApp authenticates HTTPS git access as an installation of a GitHub
 // App: the manager signs a short JWT with the App's private key, exchanges
@@ -38,19 +46,42 @@ type GitHubApp struct {
 	InstallationID int64
 	// PrivateKey is the App's PEM private key (PKCS#1 or PKCS#8 RSA).
 	PrivateKey []byte
+	// APIURL is the GitHub Enterprise Server API the Secret names
+	// (KeyGitHubAppAPIURL); empty means api.github.com.
+	APIURL string
 }
 
-// gitHubAPIURL is GitHub's REST API for a repository host: api.github.com
-// for github.com, <host>/api/v3 for GitHub Enterprise Server.
-func gitHubAPIURL(repoURL string) (string, error) {
+// gitHubAPIURL is where the App's JWT may be sent for a repository. The
+// JWT is signed with the App's key and valid for every installation of the
+// App, so it never goes to a host derived from the repo URL alone (anyone
+// who can write a GitRepo chooses that URL): it goes to api.github.com for
+// a github.com repository, or to the API the Secret names explicitly, and
+// then only when that API is the repository's own host (GitHub Enterprise
+// Server: https://<host>/api/v3) or its api. subdomain (GitHub Enterprise
+// Cloud with data residency), so that the installation token is not
+// handed to another host either. custom reports an explicit API.
+func gitHubAPIURL(repoURL, configured string) (api string, custom bool, err error) {
 	u, err := url.Parse(repoURL)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%w: GitHub App credentials need an https repo URL", ErrBadCredentials)
+	if err != nil || u.Host == "" || u.Scheme != "https" {
+		return "", false, fmt.Errorf("%w: GitHub App credentials need an https repo URL", ErrBadCredentials)
 	}
-	if strings.EqualFold(u.Hostname(), "github.com") || strings.EqualFold(u.Hostname(), "www.github.com") {
-		return "https://api.github.com", nil
+	repoHost := strings.ToLower(u.Host)
+	if configured == "" {
+		if h := strings.ToLower(u.Hostname()); (h == "github.com" || h == "www.github.com") && u.Port() == "" {
+			return gitHubAPI, false, nil
+		}
+		return "", false, fmt.Errorf("%w: GitHub App credentials are only used for github.com repositories, not %s; for GitHub Enterprise Server add %s (https://<host>/api/v3) to the Secret",
+			ErrBadCredentials, repoHost, KeyGitHubAppAPIURL)
 	}
-	return "https://" + u.Host + "/api/v3", nil
+	a, err := url.Parse(strings.TrimSpace(configured))
+	if err != nil || a.Scheme != "https" || a.Host == "" || a.User != nil || a.RawQuery != "" || a.Fragment != "" {
+		return "", false, fmt.Errorf("%w: %s must be an https URL without credentials", ErrBadCredentials, KeyGitHubAppAPIURL)
+	}
+	apiHost := strings.ToLower(a.Host)
+	if apiHost != repoHost && apiHost != "api."+repoHost {
+		return "", false, fmt.Errorf("%w: %s is on host %s, which does not serve repositories of %s", ErrBadCredentials, KeyGitHubAppAPIURL, apiHost, repoHost)
+	}
+	return strings.TrimRight(a.Scheme+"://"+a.Host+a.EscapedPath(), "/"), true, nil
 }
 
 type appToken struct {
@@ -68,7 +99,7 @@ type tokenKey struct {
 
 // installationToken returns a cached or new installation token.
 func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, error) {
-	api, err := gitHubAPIURL(r.URL)
+	api, custom, err := gitHubAPIURL(r.URL, a.APIURL)
 	if err != nil {
 		return "", err
 	}
@@ -91,7 +122,7 @@ func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, er
 	}
 	req.Header.Set("Authorization", "Bearer "+jwt)
 	req.Header.Set("Accept", "application/vnd.github+json")
-	hc, err := apiClient(r)
+	hc, err := apiClient(r, custom)
 	if err != nil {
 		return "", err
 	}
@@ -127,10 +158,16 @@ func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, er
 	return out.Token, nil
 }
 
-// apiClient reaches the API with the repository's TLS settings (a GitHub
-// Enterprise Server serves both from one host).
-func apiClient(r Remote) (*http.Client, error) {
-	tlsCfg, err := pki.ClientTLS(r.CABundle, r.InsecureSkipTLS)
+// apiClient reaches a GitHub Enterprise Server API with the repository's
+// TLS settings (it serves both from one host), and api.github.com with the
+// system roots only: a GitRepo's caBundle or insecureSkipTLSVerify must not
+// let anyone in the path read the JWT.
+func apiClient(r Remote, custom bool) (*http.Client, error) {
+	ca, insecure := r.CABundle, r.InsecureSkipTLS
+	if !custom {
+		ca, insecure = nil, false
+	}
+	tlsCfg, err := pki.ClientTLS(ca, insecure)
 	if err != nil {
 		return nil, fmt.Errorf("%w: caBundle: %w", ErrBadCredentials, err)
 	}
@@ -198,5 +235,5 @@ func gitHubAppFromSecret(data map[string][]byte) (*GitHubApp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a number", ErrBadCredentials, KeyGitHubAppInstallationID)
 	}
-	return &GitHubApp{AppID: appID, InstallationID: installID, PrivateKey: key}, nil
+	return &GitHubApp{AppID: appID, InstallationID: installID, PrivateKey: key, APIURL: strings.TrimSpace(string(data[KeyGitHubAppAPIURL]))}, nil
 }

@@ -40,8 +40,14 @@ func TestGitHubAppInstallationToken(t *testing.T) {
 	app := &gittest.GitHubApp{AppID: 1234, InstallationID: 5678, PublicKey: &key.PublicKey}
 	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{TLS: true, GitHubApp: app})
 	ctx := context.Background()
+	// The test server is a GitHub Enterprise Server: its API is named in
+	// the Secret, as it must be for any host but github.com.
+	ghes := func(s *corev1.Secret) *corev1.Secret {
+		s.Data[git.KeyGitHubAppAPIURL] = []byte(srv.URL + "/api/v3")
+		return s
+	}
 	remote := git.Remote{URL: srv.URLFor(repo), Branch: "main", CABundle: srv.CAPEM(),
-		Credentials: git.CredentialsFromSecret(appSecret("1234", "5678", keyPEM))}
+		Credentials: git.CredentialsFromSecret(ghes(appSecret("1234", "5678", keyPEM)))}
 
 	// Without credentials the server refuses: the App's token is what
 	// gets the commit.
@@ -71,7 +77,7 @@ func TestGitHubAppInstallationToken(t *testing.T) {
 	// says so without showing the key.
 	_, otherPEM := rsaKey(t)
 	wrong := remote
-	wrong.Credentials = git.CredentialsFromSecret(appSecret("1234", "5678", otherPEM))
+	wrong.Credentials = git.CredentialsFromSecret(ghes(appSecret("1234", "5678", otherPEM)))
 	_, err = git.LatestCommit(ctx, wrong)
 	if !errors.Is(err, git.ErrBadCredentials) || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("wrong key: %v", err)
@@ -81,7 +87,7 @@ func TestGitHubAppInstallationToken(t *testing.T) {
 	}
 	// Another installation does not exist for this App.
 	other := remote
-	other.Credentials = git.CredentialsFromSecret(appSecret("1234", "9999", keyPEM))
+	other.Credentials = git.CredentialsFromSecret(ghes(appSecret("1234", "9999", keyPEM)))
 	if _, err := git.LatestCommit(ctx, other); !errors.Is(err, git.ErrBadCredentials) || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("unknown installation: %v", err)
 	}

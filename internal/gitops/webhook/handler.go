@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
 )
 
@@ -27,6 +29,10 @@ const DefaultSecretName = "gitjob-webhook"
 
 // MaxBodyBytes bounds a webhook body; real push payloads are far smaller.
 const MaxBodyBytes = 10 << 20
+
+// DefaultListInterval is how often, at most, requests that the shared
+// secret does not verify make the receiver list the GitRepos again.
+const DefaultListInterval = time.Second
 
 // TriggerFunc asks for an immediate sync of repo because of push.
 type TriggerFunc func(ctx context.Context, repo *fleet.GitRepo, push *payload.Push) error
@@ -42,6 +48,18 @@ type Handler struct {
 	// SystemNamespace holds the shared DefaultSecretName Secret.
 	SystemNamespace string
 	Trigger         TriggerFunc
+	// ListInterval bounds the GitRepo LISTs of requests that the shared
+	// secret does not verify (anyone can send those; some are for GitRepos
+	// with their own webhookSecret): they are matched against a list at
+	// most this old (default DefaultListInterval). Requests it verifies
+	// list afresh.
+	ListInterval time.Duration
+
+	// listMu serializes LISTs, so that concurrent unverified requests
+	// share one.
+	listMu   sync.Mutex
+	listed   []fleet.GitRepo
+	listedAt time.Time
 }
 
 // Result is what the handler did, returned as JSON-free text to the caller.
@@ -76,6 +94,10 @@ func (h *Handler) handle(r *http.Request) result {
 	if err != nil {
 		return result{status: http.StatusBadRequest, msg: err.Error()}
 	}
+	// Nothing accepts an unsigned request: refuse it before any API call.
+	if !payload.Signed(p, r) {
+		return refuse(payload.ErrMissingSig)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	global, err := h.secrets(ctx, h.SystemNamespace, DefaultSecretName)
@@ -96,7 +118,11 @@ func (h *Handler) handle(r *http.Request) result {
 		return result{status: http.StatusBadRequest, msg: perr.Error()}
 	}
 
-	repos, err := h.matching(ctx, push)
+	// A request the shared secret verifies is authentic: it may list the
+	// GitRepos afresh. Others may still be for a GitRepo with its own
+	// secret, and are matched against a recent list.
+	verified := payload.Verify(p, r, body, global) == nil
+	repos, err := h.matching(ctx, push, verified)
 	if err != nil {
 		return result{status: http.StatusServiceUnavailable, msg: "listing GitRepos failed"}
 	}
@@ -120,7 +146,9 @@ func (h *Handler) handle(r *http.Request) result {
 			verifyErr = err
 			continue
 		}
-		if err := h.Trigger(ctx, repo, push); err != nil {
+		if err := h.Trigger(ctx, repo, push); apierrors.IsNotFound(err) {
+			continue // deleted since it was listed
+		} else if err != nil {
 			return result{status: http.StatusServiceUnavailable, msg: "triggering sync failed"}
 		}
 		triggered++
@@ -155,11 +183,13 @@ func (h *Handler) secrets(ctx context.Context, ns, name string) (payload.Secrets
 	return payload.SecretsFromData(s.Data), nil
 }
 
-// matching returns the GitRepos whose repo URL and branch (or tag) match
-// the push. A push without a ref matches on the URL alone.
-func (h *Handler) matching(ctx context.Context, push *payload.Push) ([]fleet.GitRepo, error) {
-	var list fleet.GitRepoList
-	if err := h.Reader.List(ctx, &list); err != nil {
+// matching returns (copies of) the GitRepos whose repo URL and branch (or
+// tag) match the push. A push without a ref matches on the URL alone.
+// fresh lists the GitRepos now; otherwise a list up to ListInterval old
+// is used.
+func (h *Handler) matching(ctx context.Context, push *payload.Push, fresh bool) ([]fleet.GitRepo, error) {
+	items, err := h.gitRepos(ctx, fresh)
+	if err != nil {
 		return nil, err
 	}
 	urls := map[string]bool{}
@@ -167,26 +197,60 @@ func (h *Handler) matching(ctx context.Context, push *payload.Push) ([]fleet.Git
 		urls[payload.NormalizeURL(u)] = true
 	}
 	var out []fleet.GitRepo
-	for _, repo := range list.Items {
-		if !urls[payload.NormalizeURL(repo.Spec.Repo)] || !refMatches(&repo, push) {
+	for i := range items {
+		if !urls[payload.NormalizeURL(items[i].Spec.Repo)] || !refMatches(&items[i], push) {
 			continue
 		}
-		out = append(out, repo)
+		// The list is shared between requests; Trigger may modify its copy.
+		out = append(out, *items[i].DeepCopy())
 	}
 	return out, nil
 }
 
+// gitRepos lists every GitRepo, or, unless fresh, returns the last list
+// when it is younger than ListInterval. The list is read-only.
+func (h *Handler) gitRepos(ctx context.Context, fresh bool) ([]fleet.GitRepo, error) {
+	interval := h.ListInterval
+	if interval <= 0 {
+		interval = DefaultListInterval
+	}
+	h.listMu.Lock()
+	defer h.listMu.Unlock()
+	if !fresh && h.listed != nil && time.Since(h.listedAt) < interval {
+		return h.listed, nil
+	}
+	var list fleet.GitRepoList
+	if err := h.Reader.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	if list.Items == nil {
+		list.Items = []fleet.GitRepo{}
+	}
+	h.listed, h.listedAt = list.Items, time.Now()
+	return list.Items, nil
+}
+
+// refMatches says whether a push moves what repo follows: its branch; for
+// a revision, the tag or branch of that name (a tag wins when polling, but
+// either push may move it); for HEAD, the default branch, or any branch
+// when the payload does not name it (the poll then finds out). A commit
+// SHA never moves.
 func refMatches(repo *fleet.GitRepo, push *payload.Push) bool {
 	if push.Ref == "" {
 		return true
 	}
-	if repo.Spec.Revision != "" {
-		// A fixed revision only moves when its tag is pushed again.
-		return push.Tag() == repo.Spec.Revision
+	switch rev := repo.Spec.Revision; {
+	case rev == "HEAD":
+		b := push.Branch()
+		return b != "" && (push.DefaultBranch == "" || b == push.DefaultBranch)
+	case git.IsCommitSHA(rev):
+		return false
+	case rev != "":
+		return push.Tag() == rev || push.Branch() == rev
 	}
 	branch := repo.Spec.Branch
 	if branch == "" {
-		branch = "master"
+		branch = git.DefaultBranch
 	}
 	return push.Branch() == branch
 }

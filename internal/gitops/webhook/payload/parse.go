@@ -56,6 +56,9 @@ type Push struct {
 	// Ref is the full ref name (refs/heads/x or refs/tags/y); may be empty.
 	Ref    string
 	Commit string
+	// DefaultBranch is the repository's default branch when the payload
+	// names it (GitHub, GitLab, Gitea, Gogs), for GitRepos following HEAD.
+	DefaultBranch string
 }
 
 // Branch returns the branch name when Ref is a branch.
@@ -140,7 +143,28 @@ func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 			return ErrBadSignature
 		}
 		return nil
-	case Bitbucket, BitbucketServer:
+	case Bitbucket:
+		// A Bitbucket Cloud webhook with a secret signs its body
+		// (X-Hub-Signature). Older ones, which Fleet's `bitbucket` key is
+		// for, cannot: Fleet compares the key with the webhook's UUID
+		// (X-Hook-UUID), shown only to the repository's admins.
+		if sig := r.Header.Get("X-Hub-Signature"); sig != "" {
+			return checkHMAC(secrets[string(Bitbucket)], sig, "sha256=", sha256.New, body)
+		}
+		uuid := strings.TrimSpace(secrets[string(Bitbucket)])
+		if uuid == "" {
+			return ErrNoSecret
+		}
+		got := r.Header.Get("X-Hook-UUID")
+		if got == "" {
+			return ErrMissingSig
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(uuid)) != 1 {
+			// Unsigned, and not the configured webhook.
+			return fmt.Errorf("%w: X-Hook-UUID is not the configured webhook's", ErrMissingSig)
+		}
+		return nil
+	case BitbucketServer:
 		return checkHMAC(secrets[string(p)], r.Header.Get("X-Hub-Signature"), "sha256=", sha256.New, body)
 	case Gitea:
 		secret := secrets[string(Gitea)]
@@ -169,6 +193,31 @@ func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 		return nil
 	}
 	return ErrUnknownProvider
+}
+
+// Signed reports whether the request carries what Verify checks for p: a
+// signature, token, webhook UUID or basic auth. A receiver refuses requests
+// without one before it does any work for them.
+func Signed(p Provider, r *http.Request) bool {
+	h := r.Header
+	switch p {
+	case GitHub:
+		return h.Get("X-Hub-Signature-256") != "" || h.Get("X-Hub-Signature") != ""
+	case GitLab:
+		return h.Get("X-Gitlab-Token") != ""
+	case Bitbucket:
+		return h.Get("X-Hub-Signature") != "" || h.Get("X-Hook-UUID") != ""
+	case BitbucketServer:
+		return h.Get("X-Hub-Signature") != ""
+	case Gitea:
+		return h.Get("X-Gitea-Signature") != ""
+	case Gogs:
+		return h.Get("X-Gogs-Signature") != ""
+	case AzureDevOps:
+		_, _, ok := r.BasicAuth()
+		return ok
+	}
+	return false
 }
 
 func checkHMAC(secret, sig, prefix string, h func() hash.Hash, body []byte) error {
@@ -227,7 +276,7 @@ func Parse(p Provider, h http.Header, body []byte) (*Push, error) {
 		if err := decode(body, &pl); err != nil {
 			return nil, err
 		}
-		push.Ref, push.Commit = pl.Ref, pl.After
+		push.Ref, push.Commit, push.DefaultBranch = pl.Ref, pl.After, pl.Repository.DefaultBranch
 		push.RepoURLs = nonEmpty(pl.Repository.CloneURL, pl.Repository.SSHURL, pl.Repository.HTMLURL, pl.Repository.GitURL)
 	case GitLab:
 		ev := h.Get("X-Gitlab-Event")
@@ -238,7 +287,7 @@ func Parse(p Provider, h http.Header, body []byte) (*Push, error) {
 		if err := decode(body, &pl); err != nil {
 			return nil, err
 		}
-		push.Ref, push.Commit = pl.Ref, pl.CheckoutSHA
+		push.Ref, push.Commit, push.DefaultBranch = pl.Ref, pl.CheckoutSHA, pl.Project.DefaultBranch
 		if push.Commit == "" {
 			push.Commit = pl.After
 		}
@@ -295,6 +344,7 @@ func Parse(p Provider, h http.Header, body []byte) (*Push, error) {
 		push.Ref, push.Commit = pl.Ref, pl.After
 		if pl.Repo != nil {
 			push.RepoURLs = nonEmpty(pl.Repo.CloneURL, pl.Repo.SSHURL, pl.Repo.HTMLURL)
+			push.DefaultBranch = pl.Repo.DefaultBranch
 		}
 	case AzureDevOps:
 		var pl azuredevops.GitPushEvent

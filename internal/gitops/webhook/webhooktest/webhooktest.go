@@ -20,6 +20,11 @@ var Providers = []payload.Provider{
 	payload.Gitea, payload.Gogs, payload.AzureDevOps,
 }
 
+// BitbucketHookUUID is the X-Hook-UUID of the recorded Bitbucket Cloud
+// push: the webhook's UUID, which Fleet's `bitbucket` key may hold instead
+// of an HMAC secret.
+const BitbucketHookUUID = "cfd1a1b0-0000-0000-0000-000000000000"
+
 // Push returns the headers and body of a push of commit to branch "main"
 // of repoURL, as provider p sends it, unsigned.
 func Push(p payload.Provider, repoURL, commit string) (http.Header, []byte) {
@@ -38,7 +43,7 @@ func Push(p payload.Provider, repoURL, commit string) (http.Header, []byte) {
 		h.Set("X-Gitlab-Event", "Push Hook")
 	case payload.Bitbucket:
 		h.Set("X-Event-Key", "repo:push")
-		h.Set("X-Hook-UUID", "cfd1a1b0-0000-0000-0000-000000000000")
+		h.Set("X-Hook-UUID", BitbucketHookUUID)
 		h.Set("User-Agent", "Bitbucket-Webhooks/2.0")
 	case payload.BitbucketServer:
 		h.Set("X-Event-Key", "repo:refs_changed")
