@@ -371,7 +371,8 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	}
 	var rel *deployer.Release
 	if err == nil {
-		rel, err = r.deployer.Deploy(ctx, deployer.Input{
+		// valuesFrom is read as the identity the bundle deploys with.
+		rel, err = r.deployer.Deploy(deployer.WithServiceAccount(ctx, opts.ServiceAccount), deployer.Input{
 			Name: bd.Name, DeploymentID: bd.Spec.DeploymentID, Commit: bd.Labels[fleet.CommitLabel],
 			Options: opts, Manifest: m,
 		})
@@ -483,7 +484,13 @@ func driftOptions(o fleet.BundleDeploymentOptions) drift.Options {
 }
 
 // cleanup uninstalls the releases of a BundleDeployment that is gone
-// (keeping the objects when it asked for keepResources).
+// (keeping the objects when it asked for keepResources) and deletes its
+// copies of downstreamResources (also kept with keepResources), as Rancher
+// Fleet does when a cluster is no longer targeted. Each release is removed
+// as the identity that deployed it (deployer.Uninstall), each copy as the
+// identity that made it: what that identity may not do fails the clean-up,
+// which is retried (the reconcile's backoff, then garbage collection) and
+// never done with the agent's own identity instead.
 func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) error {
 	r.watcher.Forget(key)
 	r.mu.Lock()
@@ -491,15 +498,42 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	delete(r.applied, key)
 	delete(r.failures, key)
 	r.mu.Unlock()
-	refs, err := r.deployer.Releases(ctx)
+	all, err := r.deployer.Releases(ctx)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, ref := range refs {
-		if ref.BundleDeployment != key.Name {
-			continue
+	var refs []deployer.ReleaseRef
+	for _, ref := range all {
+		if ref.BundleDeployment == key.Name {
+			refs = append(refs, ref)
 		}
+	}
+	// Copies live in the release namespace. When this process deployed
+	// the BundleDeployment it knows whether there are any; otherwise (a
+	// restart, garbage collection) it looks where its releases are.
+	keep := st != nil && st.options.KeepResources
+	copies := map[string]bool{}
+	if st != nil && len(st.options.DownstreamResources) > 0 {
+		copies[deployer.ReleaseNamespace(st.options)] = true
+	}
+	for _, ref := range refs {
+		keep = keep || ref.KeepResources
+		if st == nil {
+			copies[ref.Namespace] = true
+		}
+	}
+	// Copies first: a failed uninstall keeps the release stored, so a
+	// retry still knows where to look.
+	var errs []error
+	if !keep {
+		for ns := range copies {
+			errs = append(errs, r.deleteCopies(ctx, key.Name, ns, nil))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	for _, ref := range refs {
 		in := deployer.UninstallInput{
 			ReleaseName: ref.Name, Namespace: ref.Namespace,
 			KeepResources: ref.KeepResources, DeleteNamespace: ref.DeleteNamespace,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,55 +85,156 @@ func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (
 
 // copyDownstreamResources copies the Secrets/ConfigMaps named in
 // downstreamResources from the cluster namespace upstream into the release
-// namespace downstream, labelled with the BundleDeployment.
+// namespace downstream, labelled with the BundleDeployment, and deletes
+// the copies of entries that left the list.
+//
+// Downstream it acts as the identity the bundle deploys with
+// (deployer.PrepareNamespace): the copies, the namespace (not created
+// when createNamespace is false) and the deletions can do no more than the
+// release could. An object of a copy's name that is not a copy made for
+// this BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) is
+// never overwritten: the deploy fails and says so.
 func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) error {
-	if len(opts.DownstreamResources) == 0 {
-		return nil
-	}
-	cs, err := kubernetes.NewForConfig(r.opts.Downstream)
-	if err != nil {
-		return err
-	}
 	ns := deployer.ReleaseNamespace(opts)
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) && opts.AllowedTargetNamespaceSelector == nil {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: opts.NamespaceLabels, Annotations: opts.NamespaceAnnotations,
-		}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+	if len(opts.DownstreamResources) == 0 {
+		// Copies of an earlier deployment of this process go; without one
+		// (a restart) they go when the BundleDeployment does (cleanup),
+		// which saves every deploy of every bundle two lists.
+		if st := r.state(client.ObjectKeyFromObject(bd)); st == nil || len(st.options.DownstreamResources) == 0 {
+			return nil
 		}
+		return r.deleteCopies(ctx, bd.Name, ns, nil)
 	}
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{fleet.BundleDeploymentLabel: bd.Name}}
+	core, err := r.deployer.PrepareNamespace(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("downstreamResources: %w", err)
 	}
+	want := map[string]bool{}
 	for _, dr := range opts.DownstreamResources {
+		kind := strings.ToLower(dr.Kind)
+		want[kind+"/"+dr.Name] = true
 		key := types.NamespacedName{Namespace: bd.Namespace, Name: dr.Name}
-		switch strings.ToLower(dr.Kind) {
+		switch kind {
 		case "secret":
 			src := &corev1.Secret{}
 			if err := r.apiReader.Get(ctx, key, src); err != nil {
 				return fmt.Errorf("downstreamResources: secret %s: %w", dr.Name, err)
 			}
-			dst := &corev1.Secret{ObjectMeta: meta(dr.Name), Type: src.Type, Data: src.Data}
-			_, err = cs.CoreV1().Secrets(ns).Update(ctx, dst, metav1.UpdateOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = cs.CoreV1().Secrets(ns).Create(ctx, dst, metav1.CreateOptions{})
-			}
+			err = copyObject(ctx, core.Secrets(ns), bd.Name, opts.ServiceAccount, "secret", &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Type: src.Type, Data: src.Data,
+			}, func(dst, cur *corev1.Secret) { cur.Type, cur.Data, cur.StringData = dst.Type, dst.Data, nil })
 		case "configmap":
 			src := &corev1.ConfigMap{}
 			if err := r.apiReader.Get(ctx, key, src); err != nil {
 				return fmt.Errorf("downstreamResources: configmap %s: %w", dr.Name, err)
 			}
-			dst := &corev1.ConfigMap{ObjectMeta: meta(dr.Name), Data: src.Data, BinaryData: src.BinaryData}
-			_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, dst, metav1.UpdateOptions{})
-			if apierrors.IsNotFound(err) {
-				_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, dst, metav1.CreateOptions{})
-			}
+			err = copyObject(ctx, core.ConfigMaps(ns), bd.Name, opts.ServiceAccount, "configmap", &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Data: src.Data, BinaryData: src.BinaryData,
+			}, func(dst, cur *corev1.ConfigMap) { cur.Data, cur.BinaryData = dst.Data, dst.BinaryData })
 		default:
 			return fmt.Errorf("%w: downstreamResources: unsupported kind %q", deployer.ErrRender, dr.Kind)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	return r.deleteCopies(ctx, bd.Name, ns, func(kind, name string) bool { return want[kind+"/"+name] })
+}
+
+// deleteCopies deletes the copies of downstreamResources made for bdName
+// in namespace ns, but those keep (nil: none) wants. They are found with
+// the agent's own identity (a list selected by the label every copy
+// carries) and each is deleted as the identity that made it (its
+// annotation fleet.cattle.io/service-account, resolved as a deploy
+// resolves it).
+func (r *Reconciler) deleteCopies(ctx context.Context, bdName, ns string, keep func(kind, name string) bool) error {
+	if len(validation.IsValidLabelValue(bdName)) > 0 {
+		return nil // no copy can carry the label
+	}
+	core := r.deployer.AgentCore()
+	sel := metav1.ListOptions{LabelSelector: fleet.BundleDeploymentLabel + "=" + bdName}
+	secrets, err := core.Secrets(ns).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("listing copies of downstreamResources in %s: %w", ns, err)
+	}
+	configMaps, err := core.ConfigMaps(ns).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("listing copies of downstreamResources in %s: %w", ns, err)
+	}
+	type copied struct {
+		kind string
+		meta metav1.ObjectMeta
+	}
+	var found []copied
+	for _, s := range secrets.Items {
+		found = append(found, copied{kind: "secret", meta: s.ObjectMeta})
+	}
+	for _, c := range configMaps.Items {
+		found = append(found, copied{kind: "configmap", meta: c.ObjectMeta})
+	}
+	var errs []error
+	for _, c := range found {
+		if keep != nil && keep(c.kind, c.meta.Name) {
+			continue
+		}
+		as, err := r.deployer.CoreFor(ctx, c.meta.Annotations[fleet.ServiceAccountAnnotation])
+		if err == nil {
+			// Only the object listed: one made anew since is not ours to judge.
+			opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.meta.UID}}
+			if c.kind == "secret" {
+				err = as.Secrets(ns).Delete(ctx, c.meta.Name, opts)
+			} else {
+				err = as.ConfigMaps(ns).Delete(ctx, c.meta.Name, opts)
+			}
+		}
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting %s %s/%s copied for downstreamResources: %w", c.kind, ns, c.meta.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// objectClient is what copyObject needs of a typed client.
+type objectClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// copyObject creates dst, or updates the object of its name (set copies
+// dst's content into it) when that is a copy made for bdName; any other
+// object of that name is left alone and reported. Copies carry the
+// serviceAccount the bundle names, so that they are deleted as the
+// identity that made them, also by a restarted agent.
+func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], bdName, serviceAccount, kind string, dst T, set func(dst, cur T)) error {
+	mark := func(o T) {
+		l, a := o.GetLabels(), o.GetAnnotations()
+		if l == nil {
+			l = map[string]string{}
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		l[fleet.BundleDeploymentLabel] = bdName
+		a[fleet.ServiceAccountAnnotation] = serviceAccount
+		o.SetLabels(l)
+		o.SetAnnotations(a)
+	}
+	cur, err := c.Get(ctx, dst.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		mark(dst)
+		_, err = c.Create(ctx, dst, metav1.CreateOptions{FieldManager: deployer.FieldManager})
+	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName:
+		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (label %s=%s); it is left unchanged",
+			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName)
+	case err == nil:
+		set(dst, cur)
+		mark(cur)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{FieldManager: deployer.FieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("downstreamResources: %s %s/%s: %w", kind, dst.GetNamespace(), dst.GetName(), err)
 	}
 	return nil
 }
@@ -141,21 +243,28 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 // same cluster (from the cache: no API call).
 func (r *Reconciler) dependenciesReady(ctx context.Context, bd *fleet.BundleDeployment) (bool, string) {
 	for _, dep := range bd.Spec.DependsOn {
-		var sel labels.Selector
-		switch {
-		case dep.Name != "":
-			sel = labels.SelectorFromSet(labels.Set{
-				fleet.BundleLabel:          dep.Name,
-				fleet.BundleNamespaceLabel: bd.Labels[fleet.BundleNamespaceLabel],
-			})
-		case dep.Selector != nil:
+		if dep.Name == "" && dep.Selector == nil {
+			continue
+		}
+		// With both a name and a selector, a dependency must match both:
+		// the name is two more label requirements, as in Rancher Fleet.
+		sel := labels.Everything()
+		if dep.Selector != nil {
 			s, err := metav1.LabelSelectorAsSelector(dep.Selector)
 			if err != nil {
 				return false, fmt.Sprintf("invalid dependsOn selector: %v", err)
 			}
 			sel = s
-		default:
-			continue
+		}
+		if dep.Name != "" {
+			named, ok := labels.SelectorFromSet(labels.Set{
+				fleet.BundleLabel:          dep.Name,
+				fleet.BundleNamespaceLabel: bd.Labels[fleet.BundleNamespaceLabel],
+			}).Requirements()
+			if !ok {
+				return false, fmt.Sprintf("invalid dependsOn name %q", dep.Name)
+			}
+			sel = sel.Add(named...)
 		}
 		list := &fleet.BundleDeploymentList{}
 		if err := r.client.List(ctx, list, client.InNamespace(bd.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -178,8 +287,12 @@ func (r *Reconciler) dependenciesReady(ctx context.Context, bd *fleet.BundleDepl
 		}
 		if !found {
 			what := dep.Name
-			if what == "" {
+			switch {
+			case dep.Selector == nil:
+			case what == "":
 				what = sel.String()
+			default:
+				what += " with selector " + metav1.FormatLabelSelector(dep.Selector)
 			}
 			return false, fmt.Sprintf("no bundle on this cluster matches dependency %s", what)
 		}
@@ -214,22 +327,22 @@ func (c *collector) Start(ctx context.Context) error {
 // now. Only a NotFound from a direct GET upstream counts as gone: an
 // unreachable manager never deletes anything. Each release is handled
 // under its BundleDeployment's lock, so that no deploy of it runs
-// meanwhile.
+// meanwhile. A release that cannot be removed (its service account may
+// not delete its objects) does not hold up the others.
 func (r *Reconciler) collect(ctx context.Context) error {
 	refs, err := r.deployer.Releases(ctx)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, ref := range refs {
 		if ref.BundleDeployment == "" {
 			continue
 		}
 		key := types.NamespacedName{Namespace: r.opts.ClusterNamespace, Name: ref.BundleDeployment}
-		if err := r.collectRelease(ctx, key, ref); err != nil {
-			return err
-		}
+		errs = append(errs, r.collectRelease(ctx, key, ref))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (r *Reconciler) collectRelease(ctx context.Context, key types.NamespacedName, ref deployer.ReleaseRef) error {
@@ -245,10 +358,19 @@ func (r *Reconciler) collectRelease(ctx context.Context, key types.NamespacedNam
 	}
 	ctrl.LoggerFrom(ctx).Info("removing release its bundledeployment no longer claims",
 		"bundledeployment", key.Name, "release", ref.Namespace+"/"+ref.Name)
+	// Copies of downstreamResources go with the release when it leaves
+	// their namespace (in the same namespace they are the new release's).
+	if !ref.KeepResources && ref.Namespace != deployer.ReleaseNamespace(bd.Spec.Options) {
+		if err := r.deleteCopies(ctx, key.Name, ref.Namespace, nil); err != nil {
+			return err
+		}
+	}
 	// The namespace is left alone: the BundleDeployment may deploy into
-	// it still, and moving a release is no deletion of the bundle.
+	// it still, and moving a release is no deletion of the bundle. The
+	// release is removed as the identity that deployed it.
 	return r.deployer.Uninstall(ctx, deployer.UninstallInput{
 		ReleaseName: ref.Name, Namespace: ref.Namespace, KeepResources: ref.KeepResources,
+		ServiceAccount: bd.Spec.Options.ServiceAccount,
 	})
 }
 

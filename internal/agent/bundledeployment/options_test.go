@@ -118,10 +118,12 @@ func TestServiceAccountImpersonation(t *testing.T) {
 	if cm.ManagedFields[0].Manager != deployer.FieldManager {
 		t.Fatalf("managed by %q", cm.ManagedFields[0].Manager)
 	}
+	testDownstreamAsServiceAccount(t)
 }
 
 // downstreamResources are copied from the cluster namespace; valuesFrom is
-// read downstream; namespaceLabels are set on the created namespace.
+// read downstream and, as in Rancher Fleet, overrides the bundle's values;
+// namespaceLabels are set on the created namespace.
 func TestDownstreamResourcesValuesFromAndNamespaceLabels(t *testing.T) {
 	ctx := context.Background()
 	must(t, up.Client.Create(ctx, &corev1.Secret{
@@ -149,7 +151,7 @@ func TestDownstreamResourcesValuesFromAndNamespaceLabels(t *testing.T) {
 	}})
 	waitState(t, "vf", id, fleet.Ready)
 	wantData(t, "vf-ns", "vf", "region", "eu-west")
-	wantData(t, "vf-ns", "vf", "color", "from-bundle")
+	wantData(t, "vf-ns", "vf", "color", "from-cluster")
 	s := &corev1.Secret{}
 	must(t, down.Client.Get(ctx, client.ObjectKey{Namespace: "vf-ns", Name: "db-creds"}, s))
 	if string(s.Data["password"]) != "s3cret" || s.Labels[fleet.BundleDeploymentLabel] != "vf" {

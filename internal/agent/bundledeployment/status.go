@@ -24,14 +24,17 @@ const (
 	ReasonMonitored         = "Monitored"
 )
 
-// State is the state of a BundleDeployment as Fleet summarises it.
+// State is the state of a BundleDeployment as Fleet summarises it. A failed
+// deploy is ErrApplied also when it redeployed the deploymentID already
+// applied (downstreamResourcesGeneration bumped, a restarted agent that
+// found no release to adopt): what runs may be the earlier deploy, but the
+// bundle no longer deploys, and Ready would hide that.
 func State(bd *fleet.BundleDeployment) fleet.BundleState {
 	st := &bd.Status
 	switch {
+	case meta.IsStatusConditionFalse(st.Conditions, fleet.ConditionDeployed):
+		return fleet.ErrApplied
 	case st.AppliedDeploymentID != bd.Spec.DeploymentID:
-		if meta.IsStatusConditionFalse(st.Conditions, fleet.ConditionDeployed) {
-			return fleet.ErrApplied
-		}
 		return fleet.WaitApplied
 	case !st.Ready:
 		return fleet.NotReady
@@ -51,20 +54,28 @@ func setCondition(st *fleet.BundleDeploymentStatus, gen int64, typ string, ok bo
 	})
 }
 
-// setDeployError records a failed deployment: Deployed=False with Helm's
-// message; the previously applied deployment stays as it was.
+// setDeployError records a failed deployment: Deployed and Ready False with
+// Helm's message, and status.ready false, which is what the manager counts
+// (as Rancher Fleet's deployErrToStatus does). The previously applied
+// deploymentID and release stay as they were: nothing was removed, and the
+// agent does not monitor them until a deploy succeeds, so the readiness
+// reported before no longer holds.
 func setDeployError(bd *fleet.BundleDeployment, err error) {
 	msg := err.Error()
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
+	bd.Status.Ready = false
 	setCondition(&bd.Status, bd.Generation, fleet.ConditionDeployed, false, ReasonDeployError, msg)
 	setCondition(&bd.Status, bd.Generation, fleet.ConditionReady, false, ReasonDeployError, msg)
 	setDisplay(bd)
 }
 
 // setWaiting records why nothing was deployed yet (dependency, values).
+// status.ready follows the Ready condition for the same reason as in
+// setDeployError: a redeploy that waits is not monitored meanwhile.
 func setWaiting(bd *fleet.BundleDeployment, reason, msg string) {
+	bd.Status.Ready = false
 	setCondition(&bd.Status, bd.Generation, fleet.ConditionReady, false, reason, msg)
 	setDisplay(bd)
 }

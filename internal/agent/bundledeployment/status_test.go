@@ -38,6 +38,14 @@ func TestStateAndStatusSetters(t *testing.T) {
 			setDeployed(bd, "ns/r:1")
 			setMonitored(bd, drift.Result{Ready: true, NonModified: false, Modified: []fleet.ModifiedStatus{{Kind: "ConfigMap", Name: "c", Create: true}}})
 		}, want: fleet.Modified},
+		{name: "failed redeploy of the applied deploymentID", mutate: func(bd *fleet.BundleDeployment) {
+			setDeployed(bd, "ns/r:1")
+			setMonitored(bd, drift.Result{Ready: true, NonModified: true})
+			setDeployError(bd, errors.New("downstreamResources: secret s: not found"))
+			if bd.Status.Ready || bd.Status.Display.State != string(fleet.ErrApplied) {
+				t.Errorf("status.ready %v, display %+v", bd.Status.Ready, bd.Status.Display)
+			}
+		}, want: fleet.ErrApplied},
 		{name: "new deploymentID waits", mutate: func(bd *fleet.BundleDeployment) {
 			setDeployed(bd, "ns/r:1")
 			setMonitored(bd, drift.Result{Ready: true, NonModified: true})

@@ -36,6 +36,12 @@ func (d *Deployer) ensureNamespace(ctx context.Context, g *restGetter, ns string
 	if err != nil {
 		return err
 	}
+	return ensureNamespaceWith(ctx, core, ns, opts)
+}
+
+// ensureNamespaceWith is ensureNamespace with the core client of the
+// deploying identity.
+func ensureNamespaceWith(ctx context.Context, core corev1client.CoreV1Interface, ns string, opts fleet.BundleDeploymentOptions) error {
 	cur, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if opts.CreateNamespace != nil && !*opts.CreateNamespace {
@@ -77,6 +83,84 @@ func missing(have, want map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// coreAs is the core API client of sa, a resolved service account (see
+// serviceAccount): the agent's own when empty.
+func (d *Deployer) coreAs(sa string) (corev1client.CoreV1Interface, error) {
+	if sa == "" {
+		return d.core, nil
+	}
+	return corev1client.NewForConfig(d.restConfigFor(sa))
+}
+
+// identity names sa, a resolved service account, in messages.
+func (d *Deployer) identity(sa string) string {
+	if sa == "" {
+		return "the agent's own identity"
+	}
+	return "system:serviceaccount:" + d.agentNamespace + ":" + sa
+}
+
+// CoreFor is the core API client of the identity a bundle naming
+// serviceAccount deploys with, resolved as Deploy resolves it: that
+// account, else DefaultServiceAccount if it exists, else the agent's own
+// identity. What the agent does downstream for a bundle besides its
+// release (copies of downstreamResources, and their removal) goes through
+// it, so that the bundle can do no more there than its release could.
+func (d *Deployer) CoreFor(ctx context.Context, serviceAccount string) (corev1client.CoreV1Interface, error) {
+	sa, err := d.serviceAccount(ctx, serviceAccount)
+	if err != nil {
+		return nil, err
+	}
+	return d.coreAs(sa)
+}
+
+// AgentCore is the core API client of the agent's own identity. It is only
+// for finding what the agent made (label-selected lists of its copies of
+// downstreamResources); writes done for a bundle use CoreFor.
+func (d *Deployer) AgentCore() corev1client.CoreV1Interface { return d.core }
+
+// PrepareNamespace makes sure the release namespace of opts exists, as the
+// identity the bundle deploys with and under the same rules as Deploy
+// (not created when createNamespace is false or allowedTargetNamespaceSelector
+// is set; namespaceLabels/Annotations applied), and returns that identity's
+// core client. It is for what must be in the namespace before the release
+// (downstreamResources). The check it passed is remembered like Deploy's
+// own, so the Deploy that follows does not read the namespace again.
+func (d *Deployer) PrepareNamespace(ctx context.Context, opts fleet.BundleDeploymentOptions) (corev1client.CoreV1Interface, error) {
+	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
+	if err != nil {
+		return nil, err
+	}
+	core, err := d.coreAs(sa)
+	if err != nil {
+		return nil, err
+	}
+	ns := ReleaseNamespace(opts)
+	if err := ensureNamespaceWith(ctx, core, ns, opts); err != nil {
+		return nil, err
+	}
+	d.namespaces.put(namespaceKey(sa, ns, opts), struct{}{})
+	return core, nil
+}
+
+type serviceAccountKey struct{}
+
+// WithServiceAccount returns ctx carrying the serviceAccount a bundle
+// names (empty for none). Deploy reads valuesFrom ConfigMaps and Secrets
+// as the identity the bundle deploys with, which it resolves from this
+// name: a bundle must not read, through valuesFrom, what its account may
+// not read. Without it valuesFrom is read as for a bundle that names no
+// account (DefaultServiceAccount if it exists, else the agent), so a
+// caller deploying bundles with a serviceAccount must pass it.
+func WithServiceAccount(ctx context.Context, serviceAccount string) context.Context {
+	return context.WithValue(ctx, serviceAccountKey{}, serviceAccount)
+}
+
+func serviceAccountFrom(ctx context.Context) string {
+	sa, _ := ctx.Value(serviceAccountKey{}).(string)
+	return sa
 }
 
 // applyCRDs server-side applies the bundle's CRDs, already marked as owned
@@ -157,11 +241,31 @@ func applyCRDs(ctx context.Context, g *restGetter, crds []*unstructured.Unstruct
 
 func ptrTrue() *bool { b := true; return &b }
 
-// values merges valuesFrom (read downstream, in order) under helm.values.
-// It also returns the strings that came from Secrets, which no message may
-// quote (see redactValues).
+// values starts from helm.values and merges each valuesFrom (read
+// downstream, in order) over it, as Rancher Fleet does: values kept in the
+// cluster override the bundle's. The ConfigMaps and Secrets are read as
+// the identity the bundle deploys with (see WithServiceAccount). It also
+// returns the strings that came from Secrets, which no message may quote
+// (see redactValues).
 func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOptions) (map[string]any, []string, error) {
 	out := map[string]any{}
+	if h.Values != nil && h.Values.Data != nil {
+		// A deep copy through JSON: merging must not change the options.
+		b, err := json.Marshal(h.Values.Data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(h.ValuesFrom) == 0 {
+		return out, nil, nil
+	}
+	core, err := d.CoreFor(ctx, serviceAccountFrom(ctx))
+	if err != nil {
+		return nil, nil, err
+	}
 	var secret []string
 	for _, vf := range h.ValuesFrom {
 		var raw string
@@ -169,14 +273,14 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		switch {
 		case vf.ConfigMapKeyRef != nil:
 			ref := vf.ConfigMapKeyRef
-			cm, err := d.core.ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			cm, err := core.ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
 			}
 			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
-			s, err := d.core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			s, err := core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
 			}
@@ -195,17 +299,6 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		}
 		if fromSecret {
 			secret = appendStrings(secret, m)
-		}
-		out = mergeValues(out, m)
-	}
-	if h.Values != nil && h.Values.Data != nil {
-		b, err := json.Marshal(h.Values.Data)
-		if err != nil {
-			return nil, nil, err
-		}
-		m := map[string]any{}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, nil, err
 		}
 		out = mergeValues(out, m)
 	}
@@ -294,7 +387,11 @@ func mergeValues(a, b map[string]any) map[string]any {
 
 // UninstallInput names a release to remove.
 type UninstallInput struct {
-	ReleaseName, Namespace, ServiceAccount string
+	ReleaseName, Namespace string
+	// ServiceAccount is the bundle's serviceAccount, used only for a
+	// release that does not record the one it was deployed with (see
+	// Uninstall).
+	ServiceAccount string
 	// KeepResources removes only the release history, leaving the objects.
 	KeepResources bool
 	// DeleteNamespace deletes the release namespace afterwards, unless
@@ -305,22 +402,51 @@ type UninstallInput struct {
 }
 
 // Uninstall removes a release; a release that does not exist is fine.
+//
+// It acts as the identity that deployed the release, which Deploy records
+// on the release's chart (annotation fleet.cattle.io/service-account,
+// resolved as Deploy resolves it: empty is DefaultServiceAccount if that
+// exists, else the agent), so that removing a bundle, also after a restart
+// or in garbage collection, can do no more than deploying it could. What
+// that identity may not do fails the uninstall: the release stays stored
+// and the caller retries; the agent never falls back to its own identity.
+// Objects Helm leaves because the identity may not even read them fail
+// it too, after the release is gone, so that the error is seen.
 func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
-	ac, _, err := d.actionConfig(in.Namespace, in.ServiceAccount)
+	sa, err := d.releaseServiceAccount(ctx, in)
+	if err != nil {
+		return err
+	}
+	ac, _, err := d.actionConfig(in.Namespace, sa)
 	if err != nil {
 		return err
 	}
 	if in.KeepResources {
 		if err := purgeHistory(ac, in.ReleaseName); err != nil {
-			return err
+			return fmt.Errorf("removing the history of release %s/%s as %s: %w", in.Namespace, in.ReleaseName, d.identity(sa), err)
 		}
 	} else {
+		// Helm only logs why a delete failed; keep it for the error.
+		var deletes *deleteErrors
+		if kc, ok := ac.KubeClient.(*kube.Client); ok {
+			deletes = &deleteErrors{Client: kc}
+			ac.KubeClient = deletes
+		}
 		u := action.NewUninstall(ac)
 		u.IgnoreNotFound = true
 		u.WaitStrategy = kube.HookOnlyStrategy
 		u.Timeout = 5 * time.Minute
-		if _, err := u.Run(in.ReleaseName); err != nil && !strings.Contains(err.Error(), "not found") {
-			return err
+		res, err := u.Run(in.ReleaseName)
+		if err != nil && !strings.Contains(err.Error(), "not found") {
+			if deletes != nil && len(deletes.errs) > 0 {
+				err = fmt.Errorf("%w: %w", err, errors.Join(deletes.errs...))
+			}
+			return fmt.Errorf("uninstalling release %s/%s as %s: %w", in.Namespace, in.ReleaseName, d.identity(sa), err)
+		}
+		if err == nil && res != nil && strings.Contains(res.Info, "ownership could not be verified") {
+			d.deployed.forget(releaseKey(in.Namespace, in.ReleaseName))
+			return fmt.Errorf("uninstalled release %s/%s as %s, which left objects it could not read: %s",
+				in.Namespace, in.ReleaseName, d.identity(sa), strings.TrimSpace(res.Info))
 		}
 	}
 	d.deployed.forget(releaseKey(in.Namespace, in.ReleaseName))
@@ -339,6 +465,40 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 		return err
 	}
 	return nil
+}
+
+// deleteErrors is Helm's client, keeping the errors of its deletes.
+type deleteErrors struct {
+	*kube.Client
+	errs []error
+}
+
+func (c *deleteErrors) Delete(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	res, errs := c.Client.Delete(resources, policy)
+	c.errs = append(c.errs, errs...)
+	return res, errs
+}
+
+// releaseServiceAccount resolves the identity that removes a release: the
+// serviceAccount its latest revision records, read with the agent's own
+// identity (in.ServiceAccount for a release that records none), resolved
+// as Deploy resolves it.
+func (d *Deployer) releaseServiceAccount(ctx context.Context, in UninstallInput) (string, error) {
+	name := in.ServiceAccount
+	ac, _, err := d.actionConfig(in.Namespace, "")
+	if err != nil {
+		return "", err
+	}
+	last, err := d.lastRelease(ac, in.ReleaseName)
+	if err != nil {
+		return "", fmt.Errorf("reading release %s/%s: %w", in.Namespace, in.ReleaseName, err)
+	}
+	if last != nil && last.Chart != nil && last.Chart.Metadata != nil {
+		if sa, ok := last.Chart.Metadata.Annotations[fleet.ServiceAccountAnnotation]; ok {
+			name = sa
+		}
+	}
+	return d.serviceAccount(ctx, name)
 }
 
 // protectedNamespace is a namespace deleteNamespace never deletes: default,

@@ -17,7 +17,8 @@ import (
 )
 
 // What the API server does to a chart's manifests (stringData folded into
-// data, base64 re-encoded, quantities canonicalized) is not drift; a real
+// data, base64 re-encoded, quantities canonicalized, explicit false values
+// it does not store dropped) is not drift; a real
 // edit still is, and a modified Secret's patch quotes none of its values.
 func TestDiffAgainstAPIServer(t *testing.T) {
 	c, err := testenv.Start(testenv.Options{Name: "drift", WithoutCRDs: true})
@@ -58,13 +59,16 @@ stringData:
 kind: Deployment
 metadata: {name: app, namespace: drift}
 spec:
+  paused: false
   selector: {matchLabels: {app: x}}
   template:
     metadata: {labels: {app: x}}
     spec:
+      hostNetwork: false
       containers:
       - name: c
         image: img:1
+        volumeMounts: [{name: tmp, mountPath: /tmp, readOnly: false}]
         resources:
           limits: {cpu: 1, memory: 1024Mi}
           requests: {cpu: 0.5, memory: 1Gi, ephemeral-storage: 1e3}

@@ -43,6 +43,7 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 			removePointer(d, p)
 		}
 	}
+	dropServerOmitted(desired, d, l)
 	if subset(d, l, nil) {
 		return false, "", nil
 	}

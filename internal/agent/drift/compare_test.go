@@ -197,6 +197,7 @@ func FuzzDiff(f *testing.F) {
 	f.Add(`{"a":{"b":[1,2]}}`, `{"a":{"b":[1]}}`, "/a/b/0")
 	f.Add(`{"kind":"ValidatingWebhookConfiguration","webhooks":[{"clientConfig":{}}]}`, `{}`, "/webhooks/5")
 	f.Add(`{"apiVersion":"v1","kind":"Secret","data":"x","stringData":{"a":"b","c":1}}`, `{"data":{"a":1}}`, "/data/a")
+	f.Add(`{"apiVersion":"v1","kind":"Pod","spec":{"hostNetwork":false,"containers":[{"name":"c","ports":[{"hostPort":0}]}]}}`, `{"spec":{"containers":[{}]}}`, "/spec/containers/0")
 	f.Fuzz(func(t *testing.T, desired, live, pointer string) {
 		d, l := &unstructured.Unstructured{}, &unstructured.Unstructured{}
 		if d.UnmarshalJSON([]byte(desired)) != nil || l.UnmarshalJSON([]byte(live)) != nil {
@@ -257,6 +258,96 @@ func TestDiffNormalizesAndRedacts(t *testing.T) {
 				if strings.Contains(patch, v) {
 					t.Fatalf("patch quotes a secret value: %s", patch)
 				}
+			}
+		})
+	}
+}
+
+// A chart that renders a field the API server does not store (false, 0 or ""
+// in a built-in kind's field without a pointer, such as hostNetwork,
+// paused, minReadySeconds or a volumeMount's readOnly) is not drift: the
+// live object can never show it. A live non-zero value is still drift, and
+// so is an absent field whose false the API server would have stored (a
+// pointer field, or any field of a custom resource).
+func TestDiffZeroValuesTheServerDrops(t *testing.T) {
+	const deploy = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: ns}
+spec:
+  paused: %s
+  minReadySeconds: 0
+  selector: {matchLabels: {app: x}}
+  template:
+    metadata: {labels: {app: x}}
+    spec:
+      hostNetwork: %s
+      %s
+      containers:
+      - name: c
+        image: img:1
+        ports: [{containerPort: 80, hostPort: 0}]
+        volumeMounts: [{name: v, mountPath: /v, readOnly: false}]
+      volumes: [{name: v, emptyDir: {}}]
+`
+	// As the API server stores the desired object: no zero field left.
+	const stored = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: ns, uid: "1", generation: 1}
+spec:
+  %s
+  replicas: 1
+  progressDeadlineSeconds: 600
+  selector: {matchLabels: {app: x}}
+  template:
+    metadata: {labels: {app: x}}
+    spec:
+      %s
+      containers:
+      - name: c
+        image: img:1
+        imagePullPolicy: IfNotPresent
+        ports: [{containerPort: 80, protocol: TCP}]
+        volumeMounts: [{name: v, mountPath: /v}]
+      volumes: [{name: v, emptyDir: {}}]
+      restartPolicy: Always
+`
+	const cr = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: ns}\nspec: {size: 1%s}\n"
+	tests := []struct {
+		name      string
+		desired   string
+		live      string
+		modified  bool
+		wantPatch string
+	}{
+		{name: "explicit false and 0 the server dropped",
+			desired: fmt.Sprintf(deploy, "false", "false", ""), live: fmt.Sprintf(stored, "", "")},
+		{name: "live hostNetwork true is drift",
+			desired: fmt.Sprintf(deploy, "false", "false", ""), live: fmt.Sprintf(stored, "", "hostNetwork: true"),
+			modified: true, wantPatch: `{"spec":{"template":{"spec":{"hostNetwork":false}}}}`},
+		{name: "live paused true is drift",
+			desired: fmt.Sprintf(deploy, "false", "false", ""), live: fmt.Sprintf(stored, "paused: true", ""),
+			modified: true, wantPatch: `{"spec":{"paused":false}}`},
+		{name: "a pointer field's false is stored: its absence is drift",
+			desired: fmt.Sprintf(deploy, "false", "false", "automountServiceAccountToken: false"), live: fmt.Sprintf(stored, "", ""),
+			modified: true, wantPatch: `{"spec":{"template":{"spec":{"automountServiceAccountToken":false}}}}`},
+		{name: "a pointer field's false as stored",
+			desired: fmt.Sprintf(deploy, "false", "false", "automountServiceAccountToken: false"),
+			live:    fmt.Sprintf(stored, "", "automountServiceAccountToken: false")},
+		{name: "a custom resource's false is stored: its absence is drift",
+			desired: fmt.Sprintf(cr, ", enabled: false"), live: fmt.Sprintf(cr, ""),
+			modified: true, wantPatch: `{"spec":{"enabled":false}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			modified, patch, err := Diff(obj(t, tt.desired), obj(t, tt.live), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if modified != tt.modified {
+				t.Fatalf("modified = %v, patch %s", modified, patch)
+			}
+			if tt.wantPatch != "" && patch != tt.wantPatch {
+				t.Fatalf("patch = %s, want %s", patch, tt.wantPatch)
 			}
 		})
 	}

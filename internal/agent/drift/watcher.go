@@ -124,11 +124,16 @@ func (w *Watcher) keyOf(o *unstructured.Unstructured) (objKey, error) {
 }
 
 // Watch makes the watcher follow exactly objs for bd, and waits until the
-// informers they need are synced.
+// informers they need are synced. An object whose kind no longer maps (its
+// CRD was deleted, and the objects with it) is not followed: Live reports
+// it absent, and the other objects are followed as usual.
 func (w *Watcher) Watch(bd types.NamespacedName, objs []*unstructured.Unstructured) error {
 	keys := make([]objKey, 0, len(objs))
 	for _, o := range objs {
 		k, err := w.keyOf(o)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -252,9 +257,15 @@ func (w *Watcher) changed(k objKey) {
 
 // Live returns the live version of a desired object: from the informer when
 // it is watched (no API call), else with a GET. Nil means it does not exist
-// or lost the object-set label.
+// or lost the object-set label. An object whose kind does not map (even
+// after the mapper refreshed its discovery) cannot exist either: its CRD
+// is gone. Reporting it absent shows it missing; an error would stop the
+// evaluation of every other object of the bundle and freeze its status.
 func (w *Watcher) Live(ctx context.Context, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	k, err := w.keyOf(desired)
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
