@@ -42,10 +42,13 @@ func DeploymentState(bd *fleet.BundleDeployment) fleet.BundleState {
 // is back the mark is stale (the manager removes it shortly after), and
 // counting it would show a cluster that just checked in as Offline.
 func ReportedState(bd *fleet.BundleDeployment) fleet.BundleState {
+	// A failed deploy is ErrApplied whether it was the first of this
+	// deploymentID or a redeploy of the applied one (the agent's own
+	// display says the same).
+	if meta.IsStatusConditionFalse(bd.Status.Conditions, fleet.ConditionDeployed) {
+		return fleet.ErrApplied
+	}
 	if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
-		if meta.IsStatusConditionFalse(bd.Status.Conditions, fleet.ConditionDeployed) {
-			return fleet.ErrApplied
-		}
 		return fleet.WaitApplied
 	}
 	if !bd.Status.Ready {

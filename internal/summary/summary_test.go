@@ -28,6 +28,9 @@ func TestDeploymentState(t *testing.T) {
 	}{
 		{"applied differs, deploy failed", bd("a", "a", "old", true, true, deployedFalse), fleet.ErrApplied, fleet.ErrApplied},
 		{"applied differs", bd("a", "a", "old", true, true), fleet.WaitApplied, fleet.WaitApplied},
+		// A redeploy of the applied deploymentID failed (e.g. a copied
+		// Secret is gone): the agent reports Deployed=False, not ready.
+		{"applied, redeploy failed", bd("a", "a", "a", false, true, deployedFalse), fleet.ErrApplied, fleet.ErrApplied},
 		{"not ready", bd("a", "a", "a", false, true), fleet.NotReady, fleet.NotReady},
 		{"staged differs", bd("b", "a", "a", true, true), fleet.OutOfSync, fleet.OutOfSync},
 		{"modified", bd("a", "a", "a", true, false), fleet.Modified, fleet.Modified},
