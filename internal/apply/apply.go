@@ -1,5 +1,6 @@
 // Package apply writes Bundles to the manager cluster: it creates or updates
-// each one (retrying on conflicts, and leaving unchanged bundles untouched)
+// each one (retrying on conflicts, and leaving unchanged bundles untouched),
+// keeps their Helm values in a Secret rather than in the Bundle (values.go),
 // and prunes bundles of the same origin that are no longer produced.
 package apply
 
@@ -32,9 +33,10 @@ type Options struct {
 	// origin (e.g. repo-name); those not in the applied set are deleted.
 	// nil means no pruning.
 	PruneSelector map[string]string
-	// Reader reads the existing Bundles (default: the client). A sharded
-	// manager passes an uncached reader: its cache holds only its own
-	// shard's Bundles, and a GitRepo moved to it from another shard must
+	// Reader reads the existing Bundles and their values Secrets
+	// (default: the client). A manager passes an uncached reader: it does
+	// not cache Secrets, and when sharded its cache holds only its own
+	// shard's Bundles, while a GitRepo moved to it from another shard must
 	// find (and relabel) the Bundles it already has.
 	Reader client.Reader
 	// Parallel is how many bundles are written at once (default
@@ -146,11 +148,35 @@ const (
 var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1, Cap: 2 * time.Second}
 
 func applyOne(ctx context.Context, c client.Client, reader client.Reader, desired *fleet.Bundle) (outcome, error) {
+	// Helm values go to the Bundle's values Secret, the spec keeps their
+	// hash (see ExtractValues). A Bundle given with a hash and no values
+	// (one read back from the cluster, fleet apply -b) refers to the values
+	// Secret it already has, which stays as it is.
+	values, hash, err := ExtractValues(desired)
+	if err != nil {
+		return unchanged, err
+	}
+	if hash != "" {
+		desired.Spec.ValuesHash = hash
+	}
 	result := unchanged
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
+	changed := func() {
+		if result == unchanged {
+			result = updated
+		}
+	}
+	err = retry.RetryOnConflict(conflictBackoff, func() error {
 		existing := &fleet.Bundle{}
 		err := reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 		if apierrors.IsNotFound(err) {
+			if values != nil {
+				// A Secret of the bundle's name that is not a values
+				// Secret stops the bundle before it exists: created, it
+				// would wait for values that cannot be stored.
+				if err := valuesSecretFree(ctx, reader, desired); err != nil {
+					return err
+				}
+			}
 			obj := desired.DeepCopy()
 			obj.ResourceVersion = ""
 			if err := c.Create(ctx, obj); err != nil {
@@ -160,7 +186,14 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 				return err
 			}
 			result = created
-			return nil
+			if values == nil {
+				return nil
+			}
+			// The Secret is owned by the Bundle, so it can only come
+			// second; meanwhile the manager waits for the values the
+			// hash announces.
+			_, err := writeValues(ctx, c, reader, obj, values)
+			return err
 		}
 		if err != nil {
 			return err
@@ -172,23 +205,44 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 			// and the first origin's prune would later delete it.
 			return fmt.Errorf("%w: the Bundle exists and belongs to %s, not %s; give one of them another name (fleet.yaml name:)", ErrOwnedByOther, have, want)
 		}
+		if values != nil {
+			// The Secret first: when the manager sees the Bundle's new
+			// hash, the values it names are already there.
+			wrote, err := writeValues(ctx, c, reader, existing, values)
+			if err != nil {
+				return err
+			}
+			if wrote {
+				changed()
+			}
+		}
+		hadValues := existing.Spec.ValuesHash != ""
 		annotations := maps.Clone(existing.Annotations)
 		if annotations == nil && len(desired.Annotations) > 0 {
 			annotations = map[string]string{}
 		}
 		maps.Copy(annotations, desired.Annotations)
-		if sameSpec(existing.Spec, desired.Spec) && reflect.DeepEqual(nonNil(existing.Labels), nonNil(desired.Labels)) &&
-			reflect.DeepEqual(nonNil(existing.Annotations), nonNil(annotations)) {
-			result = unchanged
-			return nil
+		if !sameSpec(existing.Spec, desired.Spec) || !reflect.DeepEqual(nonNil(existing.Labels), nonNil(desired.Labels)) ||
+			!reflect.DeepEqual(nonNil(existing.Annotations), nonNil(annotations)) {
+			existing.Spec = desired.Spec
+			existing.Labels = desired.Labels
+			existing.Annotations = annotations
+			if err := c.Update(ctx, existing); err != nil {
+				return err
+			}
+			changed()
 		}
-		existing.Spec = desired.Spec
-		existing.Labels = desired.Labels
-		existing.Annotations = annotations
-		if err := c.Update(ctx, existing); err != nil {
-			return err
+		if hadValues && desired.Spec.ValuesHash == "" {
+			// No values any more: the Bundle no longer names the
+			// Secret, which goes.
+			deleted, err := deleteValues(ctx, c, reader, existing)
+			if err != nil {
+				return err
+			}
+			if deleted {
+				changed()
+			}
 		}
-		result = updated
 		return nil
 	})
 	return result, err

@@ -137,7 +137,9 @@ func TestFleetApply(t *testing.T) {
 			t.Errorf("bundle %s stored differently from what was built", b.Name)
 		}
 	}
-	if v := got["test-helm-local"].Spec.Helm.Values.Data["size"]; v != "small" {
+	// Values are stored in the bundle's values Secret, not in the Bundle.
+	helmLocal := got["test-helm-local"]
+	if v := storedValues(t, &helmLocal)[apply.RootValuesKey]["size"]; v != "small" {
 		t.Errorf("valuesFiles not merged into stored values: size = %v", v)
 	}
 

@@ -43,6 +43,9 @@ type chartFetcher struct {
 	client *http.Client
 	// fetched maps a source key to the path it was stored under.
 	fetched map[string]fetchedChart
+	// downloads counts the chart sources fetched over the network for
+	// this bundle, against Limits.MaxChartDownloads.
+	downloads int
 }
 
 type fetchedChart struct {
@@ -69,15 +72,52 @@ func newChartFetcher(ctx context.Context, auth HelmAuth, urlRegex string, limits
 	return cf, nil
 }
 
-// credentialsFor says whether the username/password may be sent to u.
-func (cf *chartFetcher) credentialsFor(u string) (string, string, bool) {
-	if cf.auth.Username == "" && cf.auth.Password == "" {
+// credentialsFor says whether the username/password may be sent to u, a
+// URL fetched for origin: the repository, registry or chart URL the
+// credentials were given for (helm.repo, an oci:// or http(s) helm.chart).
+// They go only to origin's scheme and host, as Helm sends them without
+// --pass-credentials, so an index that points a chart download at another
+// host does not receive them; with a helm repo URL regex, only when origin
+// matches it. An empty origin gets none: see depOrigin.
+func (cf *chartFetcher) credentialsFor(u, origin string) (string, string, bool) {
+	if origin == "" || (cf.auth.Username == "" && cf.auth.Password == "") {
 		return "", "", false
 	}
-	if cf.regex != nil && !cf.regex.MatchString(u) {
+	if cf.regex != nil && !cf.regex.MatchString(origin) {
+		return "", "", false
+	}
+	if !sameOrigin(u, origin) {
 		return "", "", false
 	}
 	return cf.auth.Username, cf.auth.Password, true
+}
+
+// depOrigin is the credential origin of a chart dependency's repository:
+// none, unless the helm repo URL regex is set and names that repository.
+// A chart's Chart.yaml is the repository author's, not the credentials
+// owner's: a private chart depending on https://charts.example.com must
+// not hand that host the private repository's password. Rancher Fleet
+// updates dependencies with Helm's downloader and no credentials at all;
+// the regex is the explicit way to let a dependency in a private
+// repository have them.
+func (cf *chartFetcher) depOrigin(repository string) string {
+	if cf.regex != nil && cf.regex.MatchString(repository) {
+		return repository
+	}
+	return ""
+}
+
+// download counts one chart source fetched over the network (a chart from
+// a repository, URL, registry or git, or a dependency) and fails once a
+// bundle fetches more than Limits.MaxChartDownloads: each is held in
+// memory until the bundle is written, and a Chart.yaml listing hundreds
+// of dependencies must not make the manager fetch them all.
+func (cf *chartFetcher) download(what string) error {
+	cf.downloads++
+	if cf.downloads > cf.limits.MaxChartDownloads {
+		return fmt.Errorf("%s: a bundle may fetch at most %d charts (dependencies and customizations included): %w", what, cf.limits.MaxChartDownloads, ErrLimit)
+	}
+	return nil
 }
 
 // resolve makes h point at a chart inside the bundle's files, downloading it
@@ -100,8 +140,17 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	case strings.HasPrefix(h.Chart, "git::"):
 		return cf.fromGit(h, files)
 	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
-		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz or git::<repository URL>[//<directory>][?ref=<ref>])", redact(h.Chart))
+		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz, git::<repository URL>[//<directory>][?ref=<ref>] or github.com/<owner>/<repository>[//<directory>][?ref=<ref>])", redact(h.Chart))
 	default:
+		// go-getter's shorthands, as in Rancher Fleet: a path that does
+		// not exist in the bundle and starts with github.com/,
+		// gitlab.com/ or bitbucket.org/ is a git repository.
+		if g, ok := expandGitShorthand(h.Chart); ok {
+			if _, err := os.Stat(filepath.Join(bundleDir, filepath.FromSlash(h.Chart))); os.IsNotExist(err) {
+				h.Chart = g
+				return cf.fromGit(h, files)
+			}
+		}
 		return cf.fromLocal(h, bundleDir, files)
 	}
 }
@@ -181,7 +230,10 @@ func fileContent(files []file, name string) []byte {
 
 // fromRepo resolves chart+version in an HTTP(S) repository's index.
 func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
-	cv, err := cf.lookup(h.Repo, h.Chart, h.Version)
+	if err := cf.download("chart " + redact(h.Repo) + " " + h.Chart); err != nil {
+		return err
+	}
+	cv, err := cf.lookup(h.Repo, h.Repo, h.Chart, h.Version)
 	if errors.Is(err, ErrInvalidVersion) {
 		return fmt.Errorf("helm.version: %w", err)
 	}
@@ -193,7 +245,7 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 		h.Chart, h.Version, h.Repo = done.path, done.version, ""
 		return nil
 	}
-	data, err := cf.downloadVersion(h.Repo, cv)
+	data, err := cf.downloadVersion(h.Repo, h.Repo, cv)
 	if err != nil {
 		return err
 	}
@@ -201,14 +253,15 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 }
 
 // lookup finds the chart version matching a version or semver constraint.
-// An invalid version is refused before the repository is contacted.
-func (cf *chartFetcher) lookup(repoURL, chart, version string) (*repo.ChartVersion, error) {
+// An invalid version is refused before the repository is contacted. origin
+// is the credential origin (see credentialsFor).
+func (cf *chartFetcher) lookup(repoURL, origin, chart, version string) (*repo.ChartVersion, error) {
 	if err := CheckVersion(version); err != nil {
 		return nil, err
 	}
 	shown := redact(repoURL)
 	idxURL := strings.TrimSuffix(repoURL, "/") + "/index.yaml"
-	data, err := cf.get(idxURL, repoURL, cf.limits.MaxIndexSize)
+	data, err := cf.get(idxURL, origin, cf.limits.MaxIndexSize)
 	if err != nil {
 		return nil, fmt.Errorf("helm repository %s: %w", shown, err)
 	}
@@ -267,7 +320,7 @@ func CheckVersion(version string) error {
 	return nil
 }
 
-func (cf *chartFetcher) downloadVersion(repoURL string, cv *repo.ChartVersion) ([]byte, error) {
+func (cf *chartFetcher) downloadVersion(repoURL, origin string, cv *repo.ChartVersion) ([]byte, error) {
 	base, err := url.Parse(strings.TrimSuffix(repoURL, "/") + "/")
 	if err != nil {
 		// The parse error quotes the URL, credentials included.
@@ -279,20 +332,20 @@ func (cf *chartFetcher) downloadVersion(repoURL string, cv *repo.ChartVersion) (
 	}
 	u := base.ResolveReference(ref)
 	if u.Scheme == "oci" {
-		return cf.pullOCI(u.Host+u.Path, "", cv.Version)
+		return cf.pullOCI(u.Host+u.Path, "", cv.Version, origin)
 	}
-	return cf.get(u.String(), repoURL, cf.limits.MaxChartSize)
+	return cf.get(u.String(), origin, cf.limits.MaxChartSize)
 }
 
-// get fetches u with a bounded body. Credentials go only to the host of
-// credHost, like Helm without --pass-credentials.
-func (cf *chartFetcher) get(u, credHost string, limit int64) ([]byte, error) {
+// get fetches u with a bounded body, with the credentials when
+// credentialsFor(u, origin) allows them.
+func (cf *chartFetcher) get(u, origin string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(cf.ctx, http.MethodGet, u, nil)
 	if err != nil {
 		// The parse error quotes the URL, credentials included.
 		return nil, fmt.Errorf("invalid URL %s", redact(u))
 	}
-	if user, pass, ok := cf.credentialsFor(credHost); ok && sameHost(u, credHost) {
+	if user, pass, ok := cf.credentialsFor(u, origin); ok {
 		req.SetBasicAuth(user, pass)
 	}
 	resp, err := cf.client.Do(req)
@@ -316,10 +369,13 @@ func (cf *chartFetcher) get(u, credHost string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-func sameHost(a, b string) bool {
+// sameOrigin says whether a and b have the same scheme and host (port
+// included): credentials never go to another server, nor from https to
+// plain http.
+func sameOrigin(a, b string) bool {
 	ua, err1 := url.Parse(a)
 	ub, err2 := url.Parse(b)
-	return err1 == nil && err2 == nil && ua.Host == ub.Host
+	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host)
 }
 
 // redact drops user info from a URL (also git::<URL>) for messages; an
@@ -362,6 +418,9 @@ func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
 		h.Chart, h.Version = done.path, done.version
 		return nil
 	}
+	if err := cf.download("helm.chart " + redact(h.Chart)); err != nil {
+		return err
+	}
 	data, err := cf.get(h.Chart, h.Chart, cf.limits.MaxChartSize)
 	if err != nil {
 		return fmt.Errorf("helm.chart: %w", err)
@@ -371,7 +430,10 @@ func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
 
 func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file) error {
 	ref = strings.TrimPrefix(ref, "oci://")
-	data, err := cf.pullOCI(ref, h.Version, "")
+	if err := cf.download("chart oci://" + redactRef(ref)); err != nil {
+		return err
+	}
+	data, err := cf.pullOCI(ref, h.Version, "", "oci://"+ref)
 	if errors.Is(err, ErrInvalidVersion) {
 		return fmt.Errorf("helm.version: %w", err)
 	}
@@ -381,8 +443,9 @@ func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file)
 	return cf.storeArchive(h, "oci://"+ref, "", "", data, "", files)
 }
 
-// pullOCI pulls ref at the version matching constraint, or at exact.
-func (cf *chartFetcher) pullOCI(ref, constraint, exact string) ([]byte, error) {
+// pullOCI pulls ref at the version matching constraint, or at exact, with
+// the credentials when credentialsFor allows them for origin.
+func (cf *chartFetcher) pullOCI(ref, constraint, exact, origin string) ([]byte, error) {
 	shown := redactRef(ref)
 	if shown != ref {
 		// The registry client would quote the reference, password included,
@@ -393,7 +456,7 @@ func (cf *chartFetcher) pullOCI(ref, constraint, exact string) ([]byte, error) {
 		registry.ClientOptHTTPClient(cf.client),
 		registry.ClientOptWriter(io.Discard),
 	}
-	if user, pass, ok := cf.credentialsFor("oci://" + ref); ok {
+	if user, pass, ok := cf.credentialsFor("oci://"+ref, origin); ok {
 		opts = append(opts, registry.ClientOptBasicAuth(user, pass))
 	}
 	if cf.auth.BasicHTTP {
@@ -457,7 +520,7 @@ func (cf *chartFetcher) storeArchive(h *fleet.HelmOptions, repoURL, chart, versi
 	if chart != "" {
 		source += " " + chart
 	}
-	name, chartFiles, err := extractChart(data, cf.limits)
+	name, chartFiles, err := extractChart(data, cf.limits, cf.fs.charge)
 	if err != nil {
 		return fmt.Errorf("chart %s: %w", source, err)
 	}
@@ -484,8 +547,12 @@ func (cf *chartFetcher) storeArchive(h *fleet.HelmOptions, repoURL, chart, versi
 
 // extractChart reads a .tgz chart with bounded readers: the total
 // uncompressed size, the number of entries and each path are checked, so a
-// zip bomb or a path escaping the chart is refused.
-func extractChart(data []byte, limits Limits) (string, []file, error) {
+// zip bomb or a path escaping the chart is refused. charge, when set, is
+// given the size of every file as it is extracted and stops the
+// extraction with its error: extracted charts stay in memory until the
+// bundle is written, so they count against the same per-Read budget as
+// the repository's files (fsys.charge).
+func extractChart(data []byte, limits Limits, charge func(int64) error) (string, []file, error) {
 	gz, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return "", nil, fmt.Errorf("not a gzip-compressed chart archive: %w", err)
@@ -535,6 +602,11 @@ func extractChart(data []byte, limits Limits) (string, []file, error) {
 				return "", nil, fmt.Errorf("archive expands beyond %d bytes (zip bomb?): %w", limits.MaxChartUncompressed, ErrLimit)
 			}
 			return "", nil, fmt.Errorf("invalid chart archive: %w", err)
+		}
+		if charge != nil {
+			if err := charge(int64(len(content))); err != nil {
+				return "", nil, err
+			}
 		}
 		files = append(files, file{name: rest, content: content})
 		if len(files) > limits.MaxFiles {
@@ -599,12 +671,17 @@ func (cf *chartFetcher) dependencies(h *fleet.HelmOptions, prefix, diskDir strin
 			continue
 		case strings.HasPrefix(dep.Repository, "oci://"):
 			ref := strings.TrimSuffix(strings.TrimPrefix(dep.Repository, "oci://"), "/") + "/" + dep.Name
-			data, err = cf.pullOCI(ref, dep.Version, "")
+			if err = cf.download("oci://" + redactRef(ref)); err == nil {
+				data, err = cf.pullOCI(ref, dep.Version, "", cf.depOrigin(dep.Repository))
+			}
 		case strings.HasPrefix(dep.Repository, "http://") || strings.HasPrefix(dep.Repository, "https://"):
+			origin := cf.depOrigin(dep.Repository)
 			var cv *repo.ChartVersion
-			cv, err = cf.lookup(dep.Repository, dep.Name, dep.Version)
+			if err = cf.download(redact(dep.Repository) + " " + dep.Name); err == nil {
+				cv, err = cf.lookup(dep.Repository, origin, dep.Name, dep.Version)
+			}
 			if err == nil {
-				data, err = cf.downloadVersion(dep.Repository, cv)
+				data, err = cf.downloadVersion(dep.Repository, origin, cv)
 			}
 		default:
 			return fmt.Errorf("chart %s: dependency %q: repository %q is not supported (use http(s)://, oci:// or file://)", prefix, dep.Name, redact(dep.Repository))
@@ -612,7 +689,7 @@ func (cf *chartFetcher) dependencies(h *fleet.HelmOptions, prefix, diskDir strin
 		if err != nil {
 			return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)
 		}
-		depName, depFiles, err := extractChart(data, cf.limits)
+		depName, depFiles, err := extractChart(data, cf.limits, cf.fs.charge)
 		if err != nil {
 			return fmt.Errorf("chart %s: dependency %q: %w", prefix, dep.Name, err)
 		}

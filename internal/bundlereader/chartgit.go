@@ -21,6 +21,49 @@ type gitChart struct {
 	url, dir, ref string
 }
 
+// gitShorthands are the hosts whose go-getter shorthand
+// (<host>/<owner>/<repository>[//<directory>][?ref=…]) Rancher Fleet
+// resolves to a git repository over HTTPS.
+var gitShorthands = []string{"github.com/", "gitlab.com/", "bitbucket.org/"}
+
+// expandGitShorthand turns a go-getter shorthand such as
+// github.com/org/repo//chart?ref=v1 into its git:: form
+// (git::https://github.com/org/repo.git//chart?ref=v1), as go-getter's
+// GitHub, GitLab and Bitbucket detectors do: path elements after the
+// repository are its directory. ok is false for anything else.
+func expandGitShorthand(s string) (string, bool) {
+	host := ""
+	for _, h := range gitShorthands {
+		if strings.HasPrefix(s, h) {
+			host = h
+		}
+	}
+	if host == "" {
+		return "", false
+	}
+	rest, query, hasQuery := strings.Cut(s, "?")
+	repoPath, dir, hasDir := strings.Cut(rest, "//")
+	parts := strings.Split(repoPath, "/")
+	if len(parts) < 3 || parts[1] == "" || parts[2] == "" {
+		return "", false
+	}
+	if len(parts) > 3 {
+		dir = path.Join(append(parts[3:], dir)...)
+		hasDir = dir != ""
+	}
+	out := "git::https://" + strings.Join(parts[:3], "/")
+	if !strings.HasSuffix(out, ".git") {
+		out += ".git"
+	}
+	if hasDir {
+		out += "//" + dir
+	}
+	if hasQuery {
+		out += "?" + query
+	}
+	return out, true
+}
+
 func parseGitChart(s string) (gitChart, error) {
 	raw := strings.TrimPrefix(s, "git::")
 	var ref string
@@ -30,8 +73,10 @@ func parseGitChart(s string) (gitChart, error) {
 			return gitChart{}, fmt.Errorf("helm.chart %q: %w", redact(s), err)
 		}
 		for k := range q {
-			if k != "ref" {
-				return gitChart{}, fmt.Errorf("helm.chart %q: unsupported parameter %q (only ref)", redact(s), k)
+			// depth (go-getter's shallow clone) is accepted and has no
+			// effect: the chart is always fetched at one commit.
+			if k != "ref" && k != "depth" {
+				return gitChart{}, fmt.Errorf("helm.chart %q: unsupported parameter %q (only ref and depth)", redact(s), k)
 			}
 		}
 		ref, raw = q.Get("ref"), raw[:i]
@@ -65,7 +110,7 @@ func parseGitChart(s string) (gitChart, error) {
 // client Secret; the key never appears in an error.
 func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
 	if !git.IsSSH(src.url) {
-		if user, pass, ok := cf.credentialsFor(src.url); ok {
+		if user, pass, ok := cf.credentialsFor(src.url, src.url); ok {
 			return git.Credentials{Username: user, Password: pass}, nil
 		}
 		return git.Credentials{}, nil
@@ -113,6 +158,9 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 		h.Chart, h.Version = done.path, done.version
 		return nil
 	}
+	if err := cf.download("helm.chart " + redact(src.url)); err != nil {
+		return err
+	}
 	work, err := os.MkdirTemp("", "fleet-chart-git-")
 	if err != nil {
 		return err
@@ -132,7 +180,10 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return fmt.Errorf("helm.chart %s: no directory %q at %s", redact(src.url), src.dir, commit)
 	}
+	// The chart's files count against the budget of the whole Read.
+	checkout.readSize = cf.fs.readSize
 	chartFiles, err := checkout.loadDir(abs)
+	cf.fs.readSize = checkout.readSize
 	if err != nil {
 		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
 	}

@@ -19,7 +19,9 @@ func TestParseGitChart(t *testing.T) {
 		{in: "git::ssh://git@host/org/charts.git//app?ref=main", url: "ssh://git@host/org/charts.git", dir: "app", ref: "main"},
 		{in: "git::git@host:org/charts.git//app", url: "git@host:org/charts.git", dir: "app"},
 		{in: "git::https://host/org/charts.git//../up", err: true},
-		{in: "git::https://host/org/charts.git?depth=1", err: true},
+		{in: "git::https://host/org/charts.git?depth=1", url: "https://host/org/charts.git"},
+		{in: "git::https://host/org/charts.git//app?ref=v1&depth=1", url: "https://host/org/charts.git", dir: "app", ref: "v1"},
+		{in: "git::https://host/org/charts.git?sshkey=abc", err: true},
 		{in: "git::", err: true},
 	} {
 		got, err := parseGitChart(tc.in)

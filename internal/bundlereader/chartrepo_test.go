@@ -20,7 +20,7 @@ import (
 )
 
 func extractTestMeta(data []byte) (*chartv2.Metadata, error) {
-	_, files, err := extractChart(data, DefaultLimits)
+	_, files, err := extractChart(data, DefaultLimits, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -233,6 +233,28 @@ func validate(fy *FleetYAML) error {
 	return nil
 }
 
+// reservedLabels are the labels by which the manager finds a Bundle's owner
+// (GitRepo, HelmOp), its shard, commit and deployments. A fleet.yaml
+// setting one could make another owner adopt, prune or delete the Bundle
+// (a HelmOp prunes the Bundles labelled with its name), or move it to
+// another shard, so fleet.yaml labels never set them; the reader's callers
+// set the ones that apply.
+var reservedLabels = map[string]bool{
+	fleet.RepoLabel:               true,
+	fleet.HelmOpLabel:             true,
+	fleet.CommitLabel:             true,
+	fleet.ShardLabel:              true,
+	fleet.BundleLabel:             true,
+	fleet.BundleNamespaceLabel:    true,
+	fleet.ManagedLabel:            true,
+	fleet.ClusterLabel:            true,
+	fleet.ClusterNamespaceLabel:   true,
+	fleet.ContentNameLabel:        true,
+	fleet.BundleDeploymentLabel:   true,
+	fleet.BundleInternalSecretLbl: true,
+	fleet.CreatedByUserIDLabel:    true,
+}
+
 // stripInternal clears the options only the manager may set, so a fleet.yaml
 // cannot loosen (or fake) a GitRepoRestriction: allowedTargetNamespaceSelector
 // is copied from the namespace's restrictions onto every BundleDeployment.
@@ -241,6 +263,12 @@ func validate(fy *FleetYAML) error {
 // of the repository's files, and valuesHash, which describes values the
 // manager keeps in a Secret: a bundle read from a repository is its files.
 func stripInternal(fy *FleetYAML, warnings *[]string) {
+	for k := range fy.Labels {
+		if reservedLabels[k] {
+			delete(fy.Labels, k)
+			*warnings = append(*warnings, fmt.Sprintf("label %q is internal (it names the Bundle's owner or its deployments) and was ignored", k))
+		}
+	}
 	if fy.ContentsID != "" {
 		fy.ContentsID = ""
 		*warnings = append(*warnings, `key "contentsId" is internal (the bundle deploys the repository's files) and was ignored`)

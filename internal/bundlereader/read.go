@@ -60,7 +60,8 @@ type Limits struct {
 	MaxFileSize int64
 	// MaxFiles is the most files of one bundle (or one chart archive).
 	MaxFiles int
-	// MaxTotalSize bounds all bytes read from disk in one Read.
+	// MaxTotalSize bounds all bytes one Read holds: files read from disk
+	// and the files of every chart it downloads and extracts.
 	MaxTotalSize int64
 	// MaxBundleSize is the largest serialized Bundle; the API server refuses
 	// objects above ~3 MiB.
@@ -74,6 +75,10 @@ type Limits struct {
 	MaxChartUncompressed int64
 	// MaxIndexSize bounds a repository's index.yaml.
 	MaxIndexSize int64
+	// MaxChartDownloads bounds the charts one bundle fetches over the
+	// network: helm.chart sources of the bundle and its customizations,
+	// and their dependencies missing from charts/.
+	MaxChartDownloads int
 }
 
 // DefaultLimits are used for every zero field of Limits.
@@ -86,6 +91,7 @@ var DefaultLimits = Limits{
 	MaxChartSize:         20 << 20,
 	MaxChartUncompressed: 64 << 20,
 	MaxIndexSize:         64 << 20,
+	MaxChartDownloads:    100,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -98,6 +104,7 @@ func (l Limits) withDefaults() Limits {
 	override(&d.MaxChartSize, l.MaxChartSize)
 	override(&d.MaxChartUncompressed, l.MaxChartUncompressed)
 	override(&d.MaxIndexSize, l.MaxIndexSize)
+	override(&d.MaxChartDownloads, l.MaxChartDownloads)
 	return d
 }
 
@@ -160,6 +167,10 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 	var firstDir string
 	seen := map[string]bool{}
 	for i, p := range paths {
+		// As in Rancher Fleet, a leading "/" means the repository root.
+		if p = strings.TrimLeft(p, "/"); p == "" {
+			p = "."
+		}
 		if filepath.IsAbs(p) {
 			return nil, fmt.Errorf("path %q: must be relative to the repository root", p)
 		}
@@ -325,12 +336,14 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 		orig = *fy.Helm
 	}
 
-	// Helm: values files, chart properties propagation, downloads.
-	if err := mergeValuesFiles(in.fs, in.dir, "", spec.Helm); err != nil {
+	// Helm: values files, chart properties propagation, downloads. Values
+	// files become helm.values and, as in Rancher Fleet, are no resources.
+	valuesFiles := map[string]bool{}
+	if err := mergeValuesFiles(in.fs, in.dir, "", spec.Helm, valuesFiles); err != nil {
 		return nil, err
 	}
 	for i := range targets {
-		if err := mergeValuesFiles(in.fs, in.dir, fmt.Sprintf("targetCustomizations[%d].", i), targets[i].Helm); err != nil {
+		if err := mergeValuesFiles(in.fs, in.dir, fmt.Sprintf("targetCustomizations[%d].", i), targets[i].Helm, valuesFiles); err != nil {
 			return nil, err
 		}
 	}
@@ -342,7 +355,9 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 	}
 	propagateHelm(spec.Helm, targets)
 	auth := in.opts.Auth
-	if a, ok := in.opts.AuthByPath[rel]; ok {
+	if a, ok, err := authForPath(in.opts.AuthByPath, rel); err != nil {
+		return nil, err
+	} else if ok {
 		if len(a.SSHKnownHosts) == 0 {
 			a.SSHKnownHosts = auth.SSHKnownHosts
 		}
@@ -374,6 +389,24 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 
 	applyOptions(spec, in.opts)
 	spec.Targets, spec.TargetRestrictions = assembleTargets(targets, fy.OverrideTargets, in.opts)
+	if ns := in.opts.TargetNamespace; ns != "" {
+		// The GitRepo's targetNamespace (fleet apply --target-namespace)
+		// forces every resource into one namespace: as in Rancher Fleet it
+		// is written into every target too, so no customization's
+		// namespace (nor "-") overrides it.
+		for i := range spec.Targets {
+			spec.Targets[i].TargetNamespace = ns
+		}
+	}
+	if len(valuesFiles) > 0 {
+		kept := files[:0]
+		for _, f := range files {
+			if !valuesFiles[f.name] {
+				kept = append(kept, f)
+			}
+		}
+		files = kept
+	}
 	resources, err := toResources(files)
 	if err != nil {
 		return nil, err
@@ -438,13 +471,55 @@ func propagateHelm(root *fleet.HelmOptions, targets []fleet.BundleTarget) {
 	}
 }
 
-// mergeValuesFiles reads helm.valuesFiles (relative to the bundle) in order
-// and merges them under helm.values, which wins.
-func mergeValuesFiles(fs *fsys, dir, prefix string, h *fleet.HelmOptions) error {
+// authForPath picks the credentials of a bundle directory (relative to the
+// root) from helmSecretNameForPaths / --helm-credentials-by-path-file as
+// Rancher Fleet does: the entry of that exact path, else the first key in
+// lexical order that matches it as a filepath.Match pattern (Fleet's
+// examples use keys such as apps/*_charts). Keys are cleaned the way
+// paths are ("./a/" and "/a" are "a").
+func authForPath(byPath map[string]HelmAuth, rel string) (HelmAuth, bool, error) {
+	if len(byPath) == 0 {
+		return HelmAuth{}, false, nil
+	}
+	clean := func(k string) string {
+		k = strings.TrimLeft(filepath.ToSlash(k), "/")
+		if k == "" {
+			return "."
+		}
+		return path.Clean(k)
+	}
+	keys := make([]string, 0, len(byPath))
+	for k, a := range byPath {
+		if clean(k) == rel {
+			return a, true, nil
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ok, err := path.Match(clean(k), rel)
+		if err != nil {
+			return HelmAuth{}, false, fmt.Errorf("helm credentials by path: invalid pattern %q: %w", k, err)
+		}
+		if ok {
+			return byPath[k], true, nil
+		}
+	}
+	return HelmAuth{}, false, nil
+}
+
+// mergeValuesFiles reads helm.valuesFiles (relative to the bundle) and, as
+// Rancher Fleet does, merges each in order over helm.values: the files
+// win, the last one most. The files inside the bundle are added to drop
+// (names relative to the bundle), since they are no resources.
+func mergeValuesFiles(fs *fsys, dir, prefix string, h *fleet.HelmOptions, drop map[string]bool) error {
 	if h == nil || len(h.ValuesFiles) == 0 {
 		return nil
 	}
 	merged := map[string]interface{}{}
+	if h.Values != nil {
+		merged = mergeMaps(merged, h.Values.Data)
+	}
 	for _, vf := range h.ValuesFiles {
 		p := filepath.Join(dir, filepath.FromSlash(vf))
 		if filepath.IsAbs(vf) || !fs.inside(p) {
@@ -459,9 +534,9 @@ func mergeValuesFiles(fs *fsys, dir, prefix string, h *fleet.HelmOptions) error 
 			return fmt.Errorf("%shelm.valuesFiles: %s: invalid YAML: %w", prefix, vf, err)
 		}
 		merged = mergeMaps(merged, values)
-	}
-	if h.Values != nil {
-		merged = mergeMaps(merged, h.Values.Data)
+		if r := path.Clean(filepath.ToSlash(vf)); r != ".." && !strings.HasPrefix(r, "../") {
+			drop[r] = true
+		}
 	}
 	h.Values = &fleet.GenericMap{Data: merged}
 	h.ValuesFiles = nil

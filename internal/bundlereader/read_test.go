@@ -291,7 +291,8 @@ func TestBadInput(t *testing.T) {
 		{name: "repo too big", files: map[string]string{"fleet.yaml": "", "a.yaml": strings.Repeat("x", 600), "b.yaml": strings.Repeat("x", 600)},
 			opts: Options{Limits: Limits{MaxTotalSize: 1000}}, want: "exceeds the limit of 1000 bytes"},
 		{name: "path outside", files: map[string]string{"a.yaml": ""}, paths: []string{"../"}, want: "is outside the repository"},
-		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: "must be relative"},
+		// A leading "/" is the repository root, as in Rancher Fleet.
+		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: `path "etc" does not exist`},
 		{name: "missing path", files: map[string]string{"a.yaml": ""}, paths: []string{"nope*"}, want: `path "nope*" does not exist`},
 		// A path whose matches are all files would otherwise yield no bundle
 		// and the caller would prune every Bundle of the GitRepo.

@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +37,7 @@ import (
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/finalizer"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Finalizer makes deleting a HelmOp delete its Bundle first.
@@ -122,7 +125,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	deleting, err := finalizer.Handle(ctx, r.Client, op, Finalizer, func(ctx context.Context) error {
-		return apply.DeleteBundles(ctx, r.Client, op.Namespace, map[string]string{fleet.HelmOpLabel: op.Name})
+		err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
 	})
 	if deleting {
 		if err == nil {
@@ -235,13 +242,46 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		return "", err
 	}
 	if _, err := apply.ApplyWithResult(ctx, r.Client, []*fleet.Bundle{b}, apply.Options{
-		Namespace:     op.Namespace,
-		PruneSelector: map[string]string{fleet.HelmOpLabel: op.Name},
-		Reader:        r.APIReader,
+		Namespace: op.Namespace,
+		Reader:    r.APIReader,
 	}); err != nil {
+		if errors.Is(err, apply.ErrInvalidValues) {
+			// Target values that cannot be stored: the spec must change.
+			return "", &inputError{err}
+		}
 		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
 	}
+	if err := r.prune(ctx, op, b.Name); err != nil {
+		return "", err
+	}
 	return b.Spec.Helm.Version, nil
+}
+
+// ownSelector selects the Bundles of op: labelled with its name and not a
+// GitRepo's. The label alone does not prove the origin: a Bundle of a
+// GitRepo could carry it (set by hand, or by a fleet.yaml before the
+// reader refused it), and the HelmOp must then neither prune, delete nor
+// report that Bundle.
+func ownSelector(op *fleet.HelmOp) labels.Selector {
+	own, _ := labels.NewRequirement(fleet.HelmOpLabel, selection.Equals, []string{op.Name})
+	notRepo, _ := labels.NewRequirement(fleet.RepoLabel, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*own, *notRepo)
+}
+
+// prune deletes op's Bundles other than keep (one under an older name).
+func (r *Reconciler) prune(ctx context.Context, op *fleet.HelmOp, keep string) error {
+	var list fleet.BundleList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)}); err != nil {
+		return fmt.Errorf("listing bundles to prune: %w", err)
+	}
+	for i := range list.Items {
+		if b := &list.Items[i]; b.Name != keep {
+			if err := r.Client.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pruning bundle %s: %w", b.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // checkVersion refuses a helm.version that is neither an exact version
@@ -277,13 +317,15 @@ func sameHost(h *fleet.HelmOptions) string {
 }
 
 // bundleLabels are the HelmOp's own labels (the shard label among them),
-// spec.labels and the HelmOp label the Bundle is found by.
+// spec.labels and the HelmOp label the Bundle is found by, without a
+// GitRepo's label: that GitRepo would prune the Bundle as its own.
 func bundleLabels(op *fleet.HelmOp) map[string]string {
 	l := maps.Clone(op.Labels)
 	if l == nil {
 		l = map[string]string{}
 	}
 	maps.Copy(l, op.Spec.Labels)
+	delete(l, fleet.RepoLabel)
 	l[fleet.HelmOpLabel] = op.Name
 	return l
 }
@@ -291,11 +333,19 @@ func bundleLabels(op *fleet.HelmOp) map[string]string {
 // currentBundle reads the HelmOp's Bundle from the cache; nil when none.
 func (r *Reconciler) currentBundle(ctx context.Context, op *fleet.HelmOp) (*fleet.Bundle, error) {
 	var list fleet.BundleList
-	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabels{fleet.HelmOpLabel: op.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)}); err != nil {
 		return nil, err
 	}
 	if len(list.Items) == 0 {
 		return nil, nil
+	}
+	// The Bundle of the current name, if any, rather than one left under an
+	// older name until the next build prunes it.
+	want := names.HelmReleaseName(op.Name)
+	for i := range list.Items {
+		if list.Items[i].Name == want {
+			return &list.Items[i], nil
+		}
 	}
 	return &list.Items[0], nil
 }

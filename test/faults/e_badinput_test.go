@@ -72,7 +72,8 @@ func TestBadInputCatalogue(t *testing.T) {
 		{name: "huge file", files: map[string]string{"fleet.yaml": "", "a.yaml": strings.Repeat("x", 4096)}, opts: bundlereader.Options{Limits: bundlereader.Limits{MaxFileSize: 1024}}, want: "larger than the limit"},
 		{name: "too many files", files: map[string]string{"fleet.yaml": "", "a.yaml": "", "b.yaml": "", "c.yaml": ""}, opts: bundlereader.Options{Limits: bundlereader.Limits{MaxFiles: 2}}, want: "more than 2 files"},
 		{name: "path escaping the checkout", files: map[string]string{"a.yaml": ""}, paths: []string{"../"}, want: "outside the repository"},
-		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: "must be relative"},
+		// A leading "/" is the repository root, as in Rancher Fleet.
+		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: `path "etc" does not exist`},
 		{name: "two bundles, one name", files: map[string]string{"a/fleet.yaml": "name: same\n", "b/fleet.yaml": "name: same\n"}, want: `"same"`},
 	}
 	for _, tc := range readerCases {

@@ -150,6 +150,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(content, r.contentHandler(), builder.WithPredicates(deleteOnly())).
 		WatchesMetadata(secret, r.downstreamSourceHandler("secret")).
 		WatchesMetadata(configMap, r.downstreamSourceHandler("configmap")).
+		WatchesMetadata(secret, r.valuesSecretHandler()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
 }

@@ -42,6 +42,11 @@ func PreviewBundle(ctx context.Context, r client.Reader, b *fleet.Bundle) (*Prev
 	if b.Spec.ContentsID != "" {
 		id = b.Spec.ContentsID
 	}
+	// As the reconciler does: the Helm values may be in the values Secret.
+	b, err = withValues(ctx, r, b)
+	if err != nil {
+		return nil, err
+	}
 	in, err := TargetInput(ctx, r, b, id)
 	if err != nil {
 		return nil, err

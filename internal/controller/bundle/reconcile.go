@@ -191,7 +191,21 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if b.Spec.ContentsID != "" {
 		manifestID = b.Spec.ContentsID
 	}
-	in, err := targetInput(ctx, r.Client, r.objs, b, manifestID)
+	// Targets are computed from the Bundle with its Helm values, which
+	// may live in its values Secret; b itself never carries them.
+	vb, err := withValues(ctx, r.APIReader, b)
+	if err != nil {
+		var be *target.BundleError
+		switch {
+		case errors.Is(err, errValuesPending):
+			setValuesPending(b, err)
+			return ctrl.Result{RequeueAfter: jitter(valuesRetry)}, nil
+		case errors.As(err, &be):
+			setError(b, err)
+		}
+		return ctrl.Result{}, err
+	}
+	in, err := targetInput(ctx, r.Client, r.objs, vb, manifestID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

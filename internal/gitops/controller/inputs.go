@@ -100,14 +100,17 @@ type helmPathAuth struct {
 	BasicHTTP          bool   `json:"basicHTTP,omitempty"`
 }
 
-// helmAuth reads helmSecretName and helmSecretNameForPaths. git:: chart
-// sources over SSH are verified against the helm secret's known_hosts or,
-// without one, clientKnownHosts: the known_hosts of the GitRepo's client
-// Secret, which its own SSH clone is verified against. Either way strictly,
-// as for the clone.
+// helmAuth reads helmSecretName or helmSecretNameForPaths. As in Rancher
+// Fleet, helmSecretName is ignored when helmSecretNameForPaths is set: a
+// path that Secret lists (exactly or by a glob) gets its entry, any other
+// path no credentials, rather than the repository-wide ones the per-path
+// Secret was meant to replace. git:: chart sources over SSH are verified
+// against the helm secret's known_hosts or, without one, clientKnownHosts:
+// the known_hosts of the GitRepo's client Secret, which its own SSH clone
+// is verified against. Either way strictly, as for the clone.
 func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientKnownHosts []byte) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
 	var auth bundlereader.HelmAuth
-	if name := repo.Spec.HelmSecretName; name != "" {
+	if name := repo.Spec.HelmSecretName; name != "" && repo.Spec.HelmSecretNameForPaths == "" {
 		s, err := getSecret(ctx, r, repo.Namespace, name)
 		if apierrors.IsNotFound(err) {
 			return auth, nil, &inputError{fmt.Errorf("helm secret %q not found", name)}
