@@ -68,6 +68,7 @@ func main() {
 	}
 	log.Info("starting", "version", version.String(), "namespace", opts.Namespace, "checkinInterval", opts.CheckinInterval.String())
 	if sims.count > 0 {
+		sims.checkin = opts.CheckinInterval
 		if err := runSimulators(ctrl.SetupSignalHandler(), opts.Downstream, opts.Namespace, sims); err != nil {
 			log.Error(err, "simulators stopped")
 			os.Exit(1)

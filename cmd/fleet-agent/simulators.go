@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -14,10 +15,13 @@ import (
 	"github.com/fleetgo/fleet/internal/scheme"
 )
 
-// simulatorFlags are --simulators and --simulate-apply.
+// simulatorFlags are --simulators and --simulate-apply, with the
+// --checkin-interval every simulated agent reports in at, as a real agent
+// does.
 type simulatorFlags struct {
-	count int
-	apply string
+	count   int
+	apply   string
+	checkin time.Duration
 }
 
 // runSimulators runs N simulated agents in this process (Fleet's
@@ -56,7 +60,7 @@ func runSimulators(ctx context.Context, downstream *rest.Config, ns string, f si
 		prefix, _, _ = strings.Cut(string(kube.UID), "-")
 	}
 	sim, err := simulator.New(simulator.Options{Count: f.count, Bootstrap: b, Mode: mode, Downstream: downstream,
-		ClientIDPrefix: prefix + "-sim", Labels: cfg.Labels})
+		ClientIDPrefix: prefix + "-sim", Labels: cfg.Labels, CheckinInterval: f.checkin})
 	if err != nil {
 		return err
 	}

@@ -67,21 +67,41 @@ func allowedSecretNamespace(clusterNS, ns string) bool {
 	return strings.HasPrefix(ns, "cluster-")
 }
 
+// kubeconfigRecheck is how often the manager reads the kubeconfig Secret of
+// a cluster it imported again (from the API server's watch cache), to see
+// whether the apiServerURL/apiServerCA its agent is to use changed there:
+// the manager does not watch Secrets, which would cache every Secret of
+// the manager cluster (one per BundleDeployment with Helm values). A
+// variable only so that tests can shorten it.
+var kubeconfigRecheck = 10 * time.Minute
+
 // importCluster installs the agent on a Cluster's downstream cluster from its
 // kubeconfig Secret, and installs it again when spec.redeployAgentGeneration
 // is bumped or the agent's configuration changed (agentConfigHash: the
 // Cluster's agent settings, the manager's agent image, API server or
-// check-in interval). Otherwise the manager does not contact the cluster.
+// check-in interval, and the apiServerURL/apiServerCA of the kubeconfig
+// Secret, looked at again every kubeconfigRecheck). Otherwise the manager
+// does not contact the cluster.
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
-	hash, err := r.agentConfigHash(cluster)
+	over, err := r.currentOverride(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	hash, err := r.agentConfigHashWith(cluster, over)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	recheck := ctrl.Result{RequeueAfter: jitter(kubeconfigRecheck)}
 	why := importReason(cluster, hash)
 	if why == "" {
-		return ctrl.Result{}, nil
+		return recheck, nil
 	}
-	res, err := r.doImport(ctx, cluster)
+	res, applied, err := r.doImport(ctx, cluster)
+	if err == nil && res.RequeueAfter == 0 && applied != over {
+		// The Secret changed since the look above: record what was
+		// installed.
+		hash, err = r.agentConfigHashWith(cluster, applied)
+	}
 	var ie *importError
 	switch {
 	case err == nil && res.RequeueAfter > 0:
@@ -93,7 +113,7 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		cluster.Status.AgentMigrated = true
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
 		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream", "why", why)
-		return ctrl.Result{}, nil
+		return recheck, nil
 	case errors.As(err, &ie):
 		ctrl.LoggerFrom(ctx).Info("cluster import failed, retrying with backoff", "reason", ie.reason, "error", ie.err.Error())
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ie.reason, ie.err.Error(), cluster.Generation)
@@ -104,33 +124,32 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	}
 }
 
-func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
-	secretNS := cluster.Spec.KubeConfigSecretNamespace
-	if secretNS == "" {
-		secretNS = cluster.Namespace
-	}
+// doImport applies the agent to cluster's downstream cluster and returns
+// the apiServerURL/apiServerCA of the kubeconfig Secret it applied with.
+func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, apiServerOverride, error) {
+	secretNS := kubeconfigSecretNamespace(cluster)
 	if !allowedSecretNamespace(cluster.Namespace, secretNS) {
-		return ctrl.Result{}, &importError{ReasonSecretNotAllowed, fmt.Errorf("kubeConfigSecretNamespace %q is not allowed", secretNS)}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonSecretNotAllowed, fmt.Errorf("kubeConfigSecretNamespace %q is not allowed", secretNS)}
 	}
 	kcSecret := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: cluster.Spec.KubeConfigSecret}, kcSecret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, &importError{ReasonSecretMissing, fmt.Errorf("kubeconfig secret %s/%s not found", secretNS, cluster.Spec.KubeConfigSecret)}
+			return ctrl.Result{}, apiServerOverride{}, &importError{ReasonSecretMissing, fmt.Errorf("kubeconfig secret %s/%s not found", secretNS, cluster.Spec.KubeConfigSecret)}
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, apiServerOverride{}, err
 	}
 	if r.isLocalKubeconfig(cluster, secretNS, cluster.Spec.KubeConfigSecret) && isStaleLocalKubeconfig(kcSecret, time.Now()) {
 		// The token written at start-up lasts ImportTokenTTL; a redeploy
 		// of the local agent later needs a new one.
 		fresh, err := r.writeLocalKubeconfig(ctx)
 		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("refreshing the local cluster's kubeconfig: %w", err)
+			return ctrl.Result{}, apiServerOverride{}, fmt.Errorf("refreshing the local cluster's kubeconfig: %w", err)
 		}
 		kcSecret = fresh
 	}
 	cfg, err := importRESTConfig(kcSecret.Data["value"])
 	if err != nil {
-		return ctrl.Result{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}
 	}
 	cfg.Timeout = importConnectionTimeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -138,40 +157,36 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 		_, err = dc.ServerVersion()
 	}
 	if err != nil {
-		return ctrl.Result{}, &importError{ReasonUnreachable, fmt.Errorf("cannot reach the cluster with the kubeconfig: %w", err)}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, fmt.Errorf("cannot reach the cluster with the kubeconfig: %w", err)}
 	}
 
 	values, res, err := r.importValues(ctx, cluster)
 	if err != nil || res.RequeueAfter > 0 {
-		return res, err
+		return res, apiServerOverride{}, err
 	}
-	if u := string(kcSecret.Data["apiServerURL"]); u != "" {
-		values.APIServerURL = u
-	}
-	if ca := kcSecret.Data["apiServerCA"]; len(ca) > 0 {
-		values.APIServerCA = string(ca)
-	}
+	over := overrideOf(kcSecret)
+	over.apply(values)
 	if values.APIServerURL == "" {
-		return ctrl.Result{}, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
 	}
 	down, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
-		return ctrl.Result{}, &importError{ReasonUnreachable, err}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, err}
 	}
 	objs, err := AgentObjects(r.agentManifest(cluster, *values))
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, apiServerOverride{}, err
 	}
 	for _, o := range objs {
 		if err := apply(ctx, down, o); err != nil {
-			return ctrl.Result{}, &importError{ReasonApplyFailed, err}
+			return ctrl.Result{}, apiServerOverride{}, &importError{ReasonApplyFailed, err}
 		}
 	}
 	cluster.Status.APIServerURL = values.APIServerURL
 	sum := sha256.Sum224([]byte(values.APIServerCA))
 	cluster.Status.APIServerCAHash = hex.EncodeToString(sum[:])
 	cluster.Status.AgentTLSMode = "strict"
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, over, nil
 }
 
 // importReason says why cluster's agent is to be installed now, or "" when
@@ -203,19 +218,28 @@ func (r *ClusterReconciler) agentManifest(cluster *fleet.Cluster, values Values)
 	}
 }
 
-// agentConfigHash is the SHA-256 of the agent manifest the manager would
-// apply to cluster now, without what changes while the agent's
-// configuration does not: the import token (a new one for each import,
-// and never written to status, not even hashed) and the Cluster's labels
-// (the agent sends them once, at registration; the Cluster keeps them
-// itself). It needs no read: the API server and CA are the manager's
-// (the token's values); a kubeconfig Secret's apiServerURL/apiServerCA
-// override is not watched and takes effect with the next install.
+// agentConfigHash is agentConfigHashWith for a kubeconfig Secret without
+// apiServerURL/apiServerCA.
 func (r *ClusterReconciler) agentConfigHash(cluster *fleet.Cluster) (string, error) {
-	m := r.agentManifest(cluster, Values{
+	return r.agentConfigHashWith(cluster, apiServerOverride{})
+}
+
+// agentConfigHashWith is the SHA-256 of the agent manifest the manager
+// would apply to cluster now, its kubeconfig Secret holding over, without
+// what changes while the agent's configuration does not: the import token
+// (a new one for each import, and never written to status, not even
+// hashed) and the Cluster's labels (the agent sends them once, at
+// registration; the Cluster keeps them itself). The API server and CA are
+// the manager's (the token's values) unless the Secret replaces them; they
+// enter the status only through this hash (and, as in Rancher Fleet,
+// status.apiServerURL and the CA's own hash).
+func (r *ClusterReconciler) agentConfigHashWith(cluster *fleet.Cluster, over apiServerOverride) (string, error) {
+	values := Values{
 		APIServerURL: r.Opts.APIServerURL, APIServerCA: string(r.Opts.APIServerCA),
 		ClusterNamespace: cluster.Namespace, SystemRegistrationNamespace: r.Opts.SystemRegistrationNamespace,
-	})
+	}
+	over.apply(&values)
+	m := r.agentManifest(cluster, values)
 	m.Labels = nil
 	objs, err := AgentObjects(m)
 	if err != nil {
@@ -227,6 +251,56 @@ func (r *ClusterReconciler) agentConfigHash(cluster *fleet.Cluster) (string, err
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// apiServerOverride is the apiServerURL and apiServerCA of a kubeconfig
+// Secret (empty when it has none): they replace the manager's own for that
+// cluster's agent. Never logged.
+type apiServerOverride struct{ url, ca string }
+
+func overrideOf(s *corev1.Secret) apiServerOverride {
+	return apiServerOverride{url: string(s.Data["apiServerURL"]), ca: string(s.Data["apiServerCA"])}
+}
+
+// apply puts o into v where the Secret sets it.
+func (o apiServerOverride) apply(v *Values) {
+	if o.url != "" {
+		v.APIServerURL = o.url
+	}
+	if o.ca != "" {
+		v.APIServerCA = o.ca
+	}
+}
+
+// kubeconfigSecretNamespace is where cluster's kubeconfig Secret is.
+func kubeconfigSecretNamespace(cluster *fleet.Cluster) string {
+	if ns := cluster.Spec.KubeConfigSecretNamespace; ns != "" {
+		return ns
+	}
+	return cluster.Namespace
+}
+
+// currentOverride is the apiServerURL/apiServerCA of cluster's kubeconfig
+// Secret now, read from the API server's watch cache (resourceVersion 0:
+// no etcd read for the periodic look of every imported cluster). A
+// Secret that is missing, or in a namespace it may not be read from,
+// replaces nothing: should an install follow, it fails on that and says
+// so on the Cluster.
+func (r *ClusterReconciler) currentOverride(ctx context.Context, cluster *fleet.Cluster) (apiServerOverride, error) {
+	ns := kubeconfigSecretNamespace(cluster)
+	if !allowedSecretNamespace(cluster.Namespace, ns) {
+		return apiServerOverride{}, nil
+	}
+	s := &corev1.Secret{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Spec.KubeConfigSecret}, s,
+		&client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return apiServerOverride{}, nil
+	case err != nil:
+		return apiServerOverride{}, fmt.Errorf("reading kubeconfig secret %s/%s: %w", ns, cluster.Spec.KubeConfigSecret, err)
+	}
+	return overrideOf(s), nil
 }
 
 // importValues returns the values of the cluster's import token, creating

@@ -336,6 +336,15 @@ func (r *Reconciler) collect(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ref := range refs {
+		if ref.Unresolved != "" {
+			// Its BundleDeployment's name was cut to fit the label and
+			// the release does not say the full one: looked up under
+			// the cut name it would seem gone, and an uninstall could
+			// remove what an existing BundleDeployment deployed.
+			ctrl.LoggerFrom(ctx).Info("keeping release whose bundledeployment cannot be told: its storage label may be a cut name and its latest revision does not record the full one",
+				"release", ref.Namespace+"/"+ref.Name, "label", ref.Unresolved)
+			continue
+		}
 		if ref.BundleDeployment == "" {
 			continue
 		}

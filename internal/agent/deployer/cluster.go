@@ -528,17 +528,32 @@ func (d *Deployer) otherReleases(ctx context.Context, ns, release string) (bool,
 // Secrets.
 type ReleaseRef struct {
 	Name, Namespace string
-	// BundleDeployment is the name of the BundleDeployment it came from.
+	// BundleDeployment is the full name of the BundleDeployment it came
+	// from; empty when that cannot be told (see Unresolved).
 	BundleDeployment string
-	KeepResources    bool
-	DeleteNamespace  bool
+	// Unresolved is the storage label of a release whose label may be a
+	// BundleDeployment name cut to fit a label value, and whose latest
+	// revision does not name a BundleDeployment that the label is the cut
+	// of (unreadable, or not written by this agent). Nothing is removed
+	// for such a release: under the cut name the BundleDeployment would
+	// look gone while it exists.
+	Unresolved      string
+	KeepResources   bool
+	DeleteNamespace bool
 }
 
 // Releases lists this agent's releases with a single label-selected list of
-// Helm's storage Secrets (no decoding of release payloads). Each release is
-// described by its latest revision (the highest version, compared as a
-// number: the API server lists v10 before v2): its flags are what the
-// BundleDeployment last asked for, whatever older revisions say.
+// Helm's storage Secrets. Each release is described by its latest revision
+// (the highest version, compared as a number: the API server lists v10
+// before v2): its flags are what the BundleDeployment last asked for,
+// whatever older revisions say.
+//
+// The BundleDeployment is the storage label, which is the full name for
+// names up to 63 characters (a label value's limit). A longer name is cut
+// (names.Limit) and the label alone cannot tell it from a name of that
+// length: only for a label that may be such a cut (mayBeCutName) is the
+// latest revision's payload, already in the list, decoded to read the full
+// name its chart records (annotation fleet.cattle.io/bundle-id).
 func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 	list, err := d.core.Secrets("").List(ctx, metav1.ListOptions{
 		LabelSelector: "owner=helm," + StorageAgentNamespaceLbl + "=" + d.agentNamespace,
@@ -574,12 +589,16 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 	out := make([]ReleaseRef, 0, len(keys))
 	for _, key := range keys {
 		s := byKey[key].secret
-		out = append(out, ReleaseRef{
+		ref := ReleaseRef{
 			Name: s.Labels["name"], Namespace: s.Namespace,
 			BundleDeployment: s.Labels[StorageBundleIDLabel],
 			KeepResources:    s.Labels[StorageKeepResourcesLabel] == "true",
 			DeleteNamespace:  s.Labels[StorageDeleteNSLabel] == "true",
-		})
+		}
+		if mayBeCutName(ref.BundleDeployment) {
+			ref.BundleDeployment, ref.Unresolved = fullBundleDeployment(s, ref.BundleDeployment)
+		}
+		out = append(out, ref)
 	}
 	return out, nil
 }

@@ -44,6 +44,12 @@ const (
 	StorageDeleteNSLabel      = "fleet.cattle.io/delete-namespace"
 )
 
+// maxLabelValue is the longest label value Kubernetes accepts. A
+// BundleDeployment name may be longer (up to 253): its StorageBundleIDLabel
+// is then the name cut by names.Limit, and Releases reads the full name
+// from the release's chart (fleet.BundleIDAnnotation).
+const maxLabelValue = 63
+
 // DeploymentIDAnnotation on a release's chart records the deploymentID it
 // deployed. After a restart the agent compares it with the
 // BundleDeployment's: a release found in storage is not necessarily the one
@@ -343,7 +349,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		ch.Metadata.Annotations[DeploymentIDAnnotation] = in.DeploymentID
 	}
 	labels := map[string]string{
-		StorageBundleIDLabel:      names.Limit(in.Name, 63),
+		StorageBundleIDLabel:      names.Limit(in.Name, maxLabelValue),
 		StorageAgentNamespaceLbl:  d.agentNamespace,
 		StorageKeepResourcesLabel: fmt.Sprint(opts.KeepResources),
 		StorageDeleteNSLabel:      fmt.Sprint(opts.DeleteNamespace),

@@ -4,9 +4,14 @@ package deployer
 // and the rollback that corrects drift.
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
@@ -14,8 +19,10 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 func (d *Deployer) lastRelease(ac *action.Configuration, name string) (*release.Release, error) {
@@ -76,6 +83,74 @@ func restorable(ac *action.Configuration, name string) (*release.Release, error)
 		return nil, err
 	}
 	return best, nil
+}
+
+// mayBeCutName reports whether label, a bundle-id storage label, may be a
+// BundleDeployment name names.Limit cut to maxLabelValue characters: 57
+// characters kept, "-" (unless they end in one) and 5 hex digits, so 62 or
+// 63 characters ending in "-" and 5 lower-case hex digits. Any other label
+// is the full name.
+func mayBeCutName(label string) bool {
+	if len(label) < maxLabelValue-1 || len(label) > maxLabelValue {
+		return false
+	}
+	tail := label[len(label)-6:]
+	if tail[0] != '-' {
+		return false
+	}
+	for _, c := range tail[1:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// fullBundleDeployment is the BundleDeployment of the release whose latest
+// revision is s and whose storage label, label, may be a cut name: the
+// name the revision's chart records, when label is that name cut (or that
+// name itself). Otherwise it returns no name and label as unresolved.
+func fullBundleDeployment(s *corev1.Secret, label string) (name, unresolved string) {
+	full, err := chartAnnotation(s.Data["release"], fleet.BundleIDAnnotation)
+	if err != nil || full == "" || names.Limit(full, maxLabelValue) != label {
+		return "", label
+	}
+	return full, ""
+}
+
+// chartAnnotation reads one annotation of the chart of a stored revision,
+// data being the "release" key of its storage Secret (Helm's encoding:
+// base64 of gzip, or of plain JSON for revisions stored before Helm
+// compressed them). Of the JSON only the chart's annotations are kept.
+func chartAnnotation(data []byte, key string) (string, error) {
+	raw, err := base64.StdEncoding.DecodeString(string(data))
+	if err != nil {
+		return "", err
+	}
+	if len(raw) > 3 && bytes.Equal(raw[:3], []byte{0x1f, 0x8b, 0x08}) {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return "", err
+		}
+		defer zr.Close()
+		if raw, err = io.ReadAll(zr); err != nil {
+			return "", err
+		}
+	}
+	var rel struct {
+		Chart *struct {
+			Metadata *struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"chart"`
+	}
+	if err := json.Unmarshal(raw, &rel); err != nil {
+		return "", err
+	}
+	if rel.Chart == nil || rel.Chart.Metadata == nil {
+		return "", nil
+	}
+	return rel.Chart.Metadata.Annotations[key], nil
 }
 
 func asV1(r ri.Releaser) (*release.Release, error) {

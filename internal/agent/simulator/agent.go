@@ -147,7 +147,11 @@ func (a *agent) run(ctx context.Context, sem chan struct{}) {
 }
 
 // heartbeat patches status.agent of the Cluster, like the real agent,
-// with one simulated Ready node.
+// with one simulated Ready node and the interval it checks in at: the
+// manager takes a cluster to be Offline after 3 × the longer of its own
+// interval and the reported one, so a simulated agent that did not report
+// it would flip Offline between check-ins whenever it checks in less often
+// than the manager expects.
 func (a *agent) heartbeat(ctx context.Context) {
 	l := log.FromContext(ctx)
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.ns + "-node"}, Status: corev1.NodeStatus{
@@ -157,6 +161,7 @@ func (a *agent) heartbeat(ctx context.Context) {
 	var route heartbeat.Route // as the real agent: the content API first
 	for sleep(ctx, wait) {
 		report := heartbeat.Status([]corev1.Node{node}, a.ns, time.Now())
+		report.Agent.CheckinInterval = &metav1.Duration{Duration: a.s.opts.CheckinInterval}
 		err := route.Send(ctx, func() error {
 			return heartbeat.Put(ctx, a.s.fleetClient, a.cred.ClusterNamespace, a.cred.DeploymentNamespace, a.cred.ClusterName, report)
 		}, func() error {

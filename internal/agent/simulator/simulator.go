@@ -86,7 +86,8 @@ type Options struct {
 	// Labels are added to every simulated cluster's labels, besides
 	// simulator=true and simulator-index=<i>.
 	Labels map[string]string
-	// CheckinInterval is the heartbeat interval (default 15m); the first
+	// CheckinInterval is the heartbeat interval (default 15m), reported
+	// in status.agent.checkinInterval as a real agent does; the first
 	// heartbeat is sent FirstCheckinDelay after registration (default 1s,
 	// jittered), so that a harness can see that an agent is up.
 	CheckinInterval   time.Duration
