@@ -12,9 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"net/url"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -227,7 +224,11 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		auth = bundlereader.HelmAuthFromSecret(s.Data)
 	}
 	auth.InsecureSkipTLS = auth.InsecureSkipTLS || op.Spec.InsecureSkipTLSverify
-	b, err := bundlereader.ReadHelmOp(ctx, op.Name, &op.Spec.BundleSpec, bundlereader.Options{
+	// A github.com/, gitlab.com/ or bitbucket.org/ shorthand chart is read
+	// as the git:: source it stands for; the HelmOp keeps it as written.
+	spec := op.Spec.BundleSpec
+	spec.Helm = chartSource(spec.Helm)
+	b, err := bundlereader.ReadHelmOp(ctx, op.Name, &spec, bundlereader.Options{
 		Namespace:        op.Namespace,
 		Labels:           bundleLabels(op),
 		Auth:             auth,
@@ -296,24 +297,6 @@ func checkVersion(h *fleet.HelmOptions) error {
 		return fmt.Errorf("spec.helm.version: %w", err)
 	}
 	return nil
-}
-
-// sameHost is a URL pattern that only the host of the chart's repository
-// matches, so that the credentials of helmSecretName are never sent to
-// another host an index points a chart download at.
-func sameHost(h *fleet.HelmOptions) string {
-	if h == nil {
-		return ""
-	}
-	raw := h.Repo
-	if raw == "" {
-		raw = h.Chart
-	}
-	u, err := url.Parse(strings.TrimPrefix(raw, "git::"))
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return ""
-	}
-	return "^" + regexp.QuoteMeta(u.Scheme+"://"+u.Host) + "(/|$)"
 }
 
 // bundleLabels are the HelmOp's own labels (the shard label among them),

@@ -26,6 +26,9 @@ import (
 // Bundles' status) running in-process.
 var env *testenv.Cluster
 
+// ghProxy stands in for github.com (see githubProxy).
+var ghProxy *githubProxy
+
 const timeout = 60 * time.Second
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -33,6 +36,12 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctrl.SetLogger(logr.Discard())
 	var err error
+	// Before anything makes an HTTPS request: Go reads HTTPS_PROXY once.
+	if ghProxy, err = startGitHubProxy(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ghProxy.Close()
 	env, err = testenv.Start(testenv.Options{Name: "helmop"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

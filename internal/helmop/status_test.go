@@ -2,7 +2,6 @@ package helmop
 
 import (
 	"errors"
-	"regexp"
 	"testing"
 	"time"
 
@@ -142,39 +141,6 @@ func TestPollingInterval(t *testing.T) {
 	}
 	if got := pollingInterval(&fleet.HelmOp{}, time.Second); got != 0 {
 		t.Errorf("no spec: %s", got)
-	}
-}
-
-func TestSameHost(t *testing.T) {
-	tests := []struct {
-		h     *fleet.HelmOptions
-		match []string
-		not   []string
-	}{
-		{h: &fleet.HelmOptions{Repo: "https://charts.example.com/stable", Chart: "web"},
-			match: []string{"https://charts.example.com/stable/index.yaml", "https://charts.example.com/charts/web-1.0.0.tgz"},
-			not:   []string{"https://github.com/x/web-1.0.0.tgz", "https://charts.example.com.evil.io/index.yaml", "http://charts.example.com/index.yaml"}},
-		{h: &fleet.HelmOptions{Chart: "oci://registry.example:5000/charts/web"},
-			match: []string{"oci://registry.example:5000/charts/web"},
-			not:   []string{"oci://registry.example/charts/web", "oci://other.example:5000/charts/web"}},
-		{h: &fleet.HelmOptions{Repo: "oci://registry.example/charts", Chart: "web"},
-			match: []string{"oci://registry.example/charts/web"}},
-	}
-	for _, tc := range tests {
-		re := regexp.MustCompile(sameHost(tc.h))
-		for _, u := range tc.match {
-			if !re.MatchString(u) {
-				t.Errorf("%+v: %s does not match %s", tc.h, u, re)
-			}
-		}
-		for _, u := range tc.not {
-			if re.MatchString(u) {
-				t.Errorf("%+v: %s matches %s", tc.h, u, re)
-			}
-		}
-	}
-	if got := sameHost(&fleet.HelmOptions{Chart: "./local"}); got != "" {
-		t.Errorf("local chart: %q", got)
 	}
 }
 
