@@ -1,13 +1,19 @@
 package bundlereader
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/yaml"
 
@@ -102,12 +108,15 @@ func parseGitChart(s string) (gitChart, error) {
 }
 
 // gitCredentials are the credentials of a git:: source: over SSH (ssh://
-// or user@host:path) the helm SSH private key, checked against the helm
-// known hosts, else the username and password over HTTP(S). Either is
-// used only when helmRepoURLRegex allows it for the repository. An SSH
-// source without a key or known hosts is refused here, naming where they
-// come from, rather than by the git client in terms of a GitRepo's
-// client Secret; the key never appears in an error.
+// or user@host:path) the helm SSH private key, with the helm known hosts,
+// else the username and password over HTTP(S). Either is used only when
+// helmRepoURLRegex allows it for the repository. An SSH source without a
+// usable key is refused here, naming where the key comes from; the key
+// never appears in an error. The server's host key is left to the git
+// client, so that a chart source follows the same host key policy as the
+// GitRepos' clones: strict against known_hosts, unless the process turned
+// host key checks off (git.SetInsecureSkipHostKeyChecks, the manager's
+// insecureSkipHostKeyChecks); hostKeyError explains its refusals.
 func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
 	if !git.IsSSH(src.url) {
 		if user, pass, ok := cf.credentialsFor(src.url, src.url); ok {
@@ -124,11 +133,55 @@ func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
 		return git.Credentials{}, fmt.Errorf("helm.chart %s: an SSH git source needs the helm SSH private key, but %s "+
 			"(ssh-privatekey of the helm secret, fleet apply --ssh-privatekey-file)", redact(src.url), why)
 	}
-	if len(cf.auth.SSHKnownHosts) == 0 {
-		return git.Credentials{}, fmt.Errorf("helm.chart %s: an SSH git source needs known_hosts to verify the server "+
-			"(known_hosts of the helm secret or of the GitRepo's client secret, env SSH_KNOWN_HOSTS for fleet apply)", redact(src.url))
+	// Parsed here so that the only credential error the git client can
+	// still return for this source is about known_hosts (hostKeyError).
+	if _, err := ssh.ParseRawPrivateKey(cf.auth.SSHPrivateKey); err != nil {
+		return git.Credentials{}, fmt.Errorf("helm.chart %s: the helm SSH private key (ssh-privatekey) cannot be used: %v",
+			redact(src.url), err)
 	}
 	return git.Credentials{SSHKey: cf.auth.SSHPrivateKey, KnownHosts: cf.auth.SSHKnownHosts}, nil
+}
+
+// knownHostsSources says where the known hosts of git:: chart sources come
+// from, for errors that ask for them.
+const knownHostsSources = "known_hosts of the helm Secret, else of the GitRepo's client Secret, else of the manager's ConfigMap " +
+	git.KnownHostsConfigMap + "; env FLEET_KNOWN_HOSTS or SSH_KNOWN_HOSTS for fleet apply"
+
+// hostKeyError turns the git client's refusal of an SSH server into an
+// error that names the server (host:port) and says what is wrong with its
+// host key: no known_hosts at all, a host they do not list, or a key that
+// differs from theirs. Other errors are returned as they are.
+func (cf *chartFetcher) hostKeyError(src gitChart, err error) error {
+	if !git.IsSSH(src.url) {
+		return err
+	}
+	server := sshServer(src.url)
+	var keyErr *knownhosts.KeyError
+	switch {
+	case len(cf.auth.SSHKnownHosts) == 0 && errors.Is(err, git.ErrBadCredentials):
+		// The git client's message speaks of a GitRepo's client Secret.
+		return fmt.Errorf("an SSH git source needs known_hosts to verify the SSH server %s (%s): %w", server, knownHostsSources, git.ErrBadCredentials)
+	case !errors.Is(err, git.ErrHostKey):
+		return err
+	case errors.As(err, &keyErr) && len(keyErr.Want) > 0, strings.Contains(err.Error(), "key mismatch"):
+		return fmt.Errorf("the SSH server %s presented a host key that does not match its known_hosts entry: %w", server, err)
+	default:
+		return fmt.Errorf("the SSH server %s is not in known_hosts (%s): %w", server, knownHostsSources, err)
+	}
+}
+
+// sshServer is host:port of an SSH URL (ssh:// or user@host:path), as
+// known_hosts lists servers; the URL, redacted, when it cannot be parsed.
+func sshServer(u string) string {
+	ep, err := transport.NewEndpoint(u)
+	if err != nil || ep.Host == "" {
+		return redact(u)
+	}
+	port := ep.Port
+	if port == 0 {
+		port = 22
+	}
+	return net.JoinHostPort(ep.Host, strconv.Itoa(port))
 }
 
 // fromGit checks out a chart from a git repository: the commit ref names
@@ -151,7 +204,7 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 	}
 	commit, err := git.LatestCommit(cf.ctx, remote)
 	if err != nil {
-		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
+		return fmt.Errorf("helm.chart %s: %w", redact(src.url), cf.hostKeyError(src, err))
 	}
 	key := sourceKey("git", src.url, src.dir, commit)
 	if done, ok := cf.fetched[key]; ok {
@@ -170,7 +223,7 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 	if _, err := git.Fetch(cf.ctx, remote, work, git.FetchOptions{Limits: git.Limits{
 		MaxBytes: cf.limits.MaxTotalSize, MaxFiles: cf.limits.MaxFiles,
 	}}); err != nil {
-		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)
+		return fmt.Errorf("helm.chart %s: %w", redact(src.url), cf.hostKeyError(src, err))
 	}
 	checkout, err := newFS(filepath.Join(work, "source"), cf.limits)
 	if err != nil {

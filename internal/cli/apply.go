@@ -56,8 +56,12 @@ type ApplyFlags struct {
 	HelmBasicHTTP       bool
 	HelmInsecureSkipTLS bool
 	MaxBundleSize       int64
+	// MaxChartDownloads (--max-chart-downloads) caps the charts one bundle
+	// fetches over the network; 0 means bundlereader.DefaultLimits'.
+	MaxChartDownloads int
 	// SSHPrivateKeyFile holds the PEM key for git:: chart sources over
-	// SSH; their host keys are checked against env SSH_KNOWN_HOSTS.
+	// SSH; their host keys are checked against env FLEET_KNOWN_HOSTS (or
+	// SSH_KNOWN_HOSTS).
 	SSHPrivateKeyFile string
 
 	// DrivenScan reads each PATH as one bundle directory, optionally
@@ -84,10 +88,23 @@ type ApplyFlags struct {
 // --bundle-creation-max-concurrency.
 const maxConcurrencyEnv = "FLEET_BUNDLE_CREATION_MAX_CONCURRENCY"
 
-// knownHostsEnv holds the known_hosts lines that git:: chart sources over
-// SSH are verified against (as Fleet's GitOps job sets it); without them
-// such a source is refused rather than trusted on first use.
-const knownHostsEnv = "SSH_KNOWN_HOSTS"
+// fleetKnownHostsEnv holds the known_hosts lines that git:: chart sources
+// over SSH are verified against: Rancher Fleet's GitOps job hands them to
+// `fleet apply` in this variable. knownHostsEnv is read when it is empty,
+// as earlier versions of this CLI did. Without either such a source is
+// refused rather than trusted on first use.
+const (
+	fleetKnownHostsEnv = "FLEET_KNOWN_HOSTS"
+	knownHostsEnv      = "SSH_KNOWN_HOSTS"
+)
+
+// knownHosts is the content of FLEET_KNOWN_HOSTS, else of SSH_KNOWN_HOSTS.
+func knownHosts() []byte {
+	if kh := os.Getenv(fleetKnownHostsEnv); kh != "" {
+		return []byte(kh)
+	}
+	return []byte(os.Getenv(knownHostsEnv))
+}
 
 func newApplyCmd(g *Globals) *cobra.Command {
 	f := &ApplyFlags{}
@@ -139,14 +156,17 @@ of -l and --commit added. Nothing is pruned.`,
 	fl.StringVar(&f.PasswordFile, "password-file", "", "file holding the Helm repository password")
 	fl.StringVar(&f.CACertsFile, "cacerts-file", "", "PEM CA bundle for Helm repositories")
 	fl.StringVar(&f.HelmRepoURLRegex, "helm-repo-url-regex", "", "send Helm credentials only to repository URLs matching this regex")
-	fl.StringVar(&f.HelmCredsByPathFile, "helm-credentials-by-path-file", "", "YAML map of bundle path to Helm credentials")
+	fl.StringVar(&f.HelmCredsByPathFile, "helm-credentials-by-path-file", "", "YAML map of bundle path to Helm credentials; a key may be a glob (apps/*: * stays within one directory), the exact path wins, then the first matching glob in lexical order")
 	fl.BoolVar(&f.HelmBasicHTTP, "helm-basic-http", false, "use plain HTTP for OCI registries")
 	fl.BoolVar(&f.HelmInsecureSkipTLS, "helm-insecure-skip-tls", false, "do not verify Helm repositories' TLS certificates")
 	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default 3 MiB)")
+	fl.IntVar(&f.MaxChartDownloads, "max-chart-downloads", bundlereader.DefaultLimits.MaxChartDownloads,
+		"most charts one bundle may fetch over the network: helm.chart sources, customizations' charts and dependencies missing from charts/")
 	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
 	fl.StringVar(&f.DrivenScanSep, "driven-scan-sep", ":", "separator between a --driven-scan directory and its options file")
 	fl.StringVar(&f.OCIRegistrySecret, "oci-registry-secret", "", "accepted for compatibility with Fleet and ignored (with a warning): contents are stored as Content resources")
-	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "PEM private key for git:: chart sources over SSH (host keys from env "+knownHostsEnv+")")
+	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "PEM private key for git:: chart sources over SSH (host keys checked against the known_hosts lines of env "+
+		fleetKnownHostsEnv+", else "+knownHostsEnv+")")
 	fl.BoolVar(&f.ImageScanEnabled, "imagescan-enabled", false, "accepted for compatibility with Fleet and ignored (with a warning): image scans are not implemented")
 	fl.StringVarP(&f.BundleFile, "bundle-file", "b", "", "write the Bundle resources of this file ('-' for stdin) instead of reading PATHs")
 	fl.IntVar(&f.MaxConcurrency, "bundle-creation-max-concurrency", 0, "how many bundles are written at once (env "+maxConcurrencyEnv+"; 0 means "+strconv.Itoa(apply.DefaultParallel)+")")
@@ -198,7 +218,7 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 		DeleteNamespace:  f.DeleteNamespace,
 		SyncGeneration:   f.SyncGeneration,
 		HelmRepoURLRegex: f.HelmRepoURLRegex,
-		Limits:           bundlereader.Limits{MaxBundleSize: f.MaxBundleSize},
+		Limits:           bundlereader.Limits{MaxBundleSize: f.MaxBundleSize, MaxChartDownloads: f.MaxChartDownloads},
 		Warn:             func(msg string) { fmt.Fprintln(stderr, "warning:", msg) },
 	}
 	for k, v := range f.Labels {
@@ -214,7 +234,7 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 		o.CorrectDrift = &fleet.CorrectDrift{Enabled: true, Force: f.CorrectForce, KeepFailHistory: f.CorrectKeepFail}
 	}
 	o.Auth = bundlereader.HelmAuth{Username: f.Username, InsecureSkipTLS: f.HelmInsecureSkipTLS, BasicHTTP: f.HelmBasicHTTP,
-		SSHKnownHosts: []byte(os.Getenv(knownHostsEnv))}
+		SSHKnownHosts: knownHosts()}
 	if f.SSHPrivateKeyFile != "" {
 		// The error names the file only: never its content.
 		b, err := os.ReadFile(f.SSHPrivateKeyFile)
@@ -299,6 +319,9 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	}
 	if f.MaxConcurrency < 0 {
 		return fmt.Errorf("--bundle-creation-max-concurrency must not be negative, got %d", f.MaxConcurrency)
+	}
+	if f.MaxChartDownloads < 0 {
+		return fmt.Errorf("--max-chart-downloads must not be negative, got %d", f.MaxChartDownloads)
 	}
 	if f.BundleFile != "" {
 		switch {
@@ -387,6 +410,7 @@ func (f *ApplyFlags) readBundleFile(stdin io.Reader, namespace string, labels ma
 		{"--sync-generation", f.SyncGeneration != 0}, {"--target-namespace", f.TargetNamespace != ""}, {"--paused", f.Paused},
 		{"--keep-resources", f.KeepResources}, {"--delete-namespace", f.DeleteNamespace},
 		{"--correct-drift", f.CorrectDrift || f.CorrectForce || f.CorrectKeepFail}, {"--max-bundle-size", f.MaxBundleSize != 0},
+		{"--max-chart-downloads", f.MaxChartDownloads != 0 && f.MaxChartDownloads != bundlereader.DefaultLimits.MaxChartDownloads},
 	} {
 		if ignored.set {
 			fmt.Fprintf(stderr, "warning: %s is ignored with -b: the Bundles of the file are written as they are\n", ignored.flag)

@@ -106,9 +106,14 @@ type helmPathAuth struct {
 // path no credentials, rather than the repository-wide ones the per-path
 // Secret was meant to replace. git:: chart sources over SSH are verified
 // against the helm secret's known_hosts or, without one, clientKnownHosts:
-// the known_hosts of the GitRepo's client Secret, which its own SSH clone
-// is verified against. Either way strictly, as for the clone.
-func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientKnownHosts []byte) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
+// the known_hosts the GitRepo's own SSH clone is verified against (its
+// client Secret's, else the known-hosts ConfigMap's), else, for a GitRepo
+// cloned over HTTP(S) or with no client Secret, the known-hosts ConfigMap
+// of systemNamespace, as in Rancher Fleet. The ConfigMap is read only when
+// an SSH key is set, since without one no SSH chart source can be read.
+// The host key policy (strict, or off with the manager's
+// insecureSkipHostKeyChecks) is the git client's, the same as the clone's.
+func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientKnownHosts []byte, systemNamespace string) (bundlereader.HelmAuth, map[string]bundlereader.HelmAuth, error) {
 	var auth bundlereader.HelmAuth
 	if name := repo.Spec.HelmSecretName; name != "" && repo.Spec.HelmSecretNameForPaths == "" {
 		s, err := getSecret(ctx, r, repo.Namespace, name)
@@ -128,7 +133,7 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientK
 	}
 	name := repo.Spec.HelmSecretNameForPaths
 	if name == "" {
-		return auth, nil, nil
+		return auth, nil, configMapKnownHosts(ctx, r, &auth, nil, systemNamespace)
 	}
 	s, err := getSecret(ctx, r, repo.Namespace, name)
 	if apierrors.IsNotFound(err) {
@@ -148,7 +153,26 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientK
 			InsecureSkipTLS: e.InsecureSkipVerify, BasicHTTP: e.BasicHTTP,
 		}
 	}
-	return auth, byPath, nil
+	return auth, byPath, configMapKnownHosts(ctx, r, &auth, byPath, systemNamespace)
+}
+
+// configMapKnownHosts sets auth's known hosts, when it has none, from the
+// known-hosts ConfigMap of ns, provided auth or an entry of byPath holds an
+// SSH key (entries inherit auth's known hosts).
+func configMapKnownHosts(ctx context.Context, r client.Reader, auth *bundlereader.HelmAuth, byPath map[string]bundlereader.HelmAuth, ns string) error {
+	if len(auth.SSHKnownHosts) > 0 {
+		return nil
+	}
+	needed := len(auth.SSHPrivateKey) > 0
+	for _, a := range byPath {
+		needed = needed || len(a.SSHPrivateKey) > 0
+	}
+	if !needed {
+		return nil
+	}
+	kh, err := systemKnownHosts(ctx, r, ns)
+	auth.SSHKnownHosts = kh
+	return err
 }
 
 // targetsFor turns GitRepo targets into bundle targets and restrictions:

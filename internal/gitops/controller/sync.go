@@ -176,7 +176,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	if err != nil {
 		return &syncError{reason: ReasonFetchFailed, stalled: git.IsPermanent(err), err: fmt.Errorf("fetching %s: %w", short(commit), err)}
 	}
-	auth, byPath, err := helmAuth(ctx, r.APIReader, repo, remote.Credentials.KnownHosts)
+	auth, byPath, err := helmAuth(ctx, r.APIReader, repo, remote.Credentials.KnownHosts, r.Opts.SystemNamespace)
 	if err != nil {
 		return &syncError{reason: ReasonInvalidSpec, stalled: isInputError(err), err: err}
 	}
