@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-
-	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // What the API server does to a chart's manifests (stringData folded into
@@ -21,11 +19,7 @@ import (
 // it does not store dropped) is not drift; a real
 // edit still is, and a modified Secret's patch quotes none of its values.
 func TestDiffAgainstAPIServer(t *testing.T) {
-	c, err := testenv.Start(testenv.Options{Name: "drift", WithoutCRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c := apiServer(t)
 	ctx := context.Background()
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
@@ -92,11 +86,9 @@ spec:
     defaultRequest: {memory: 0.25Gi}
 `)
 	desired := []*unstructured.Unstructured{secret, deploy, quota, limits}
-
-	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "drift"}}}
-	if _, err := dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	ns := testNamespace(t, dyn, "drift-")
+	for _, o := range desired {
+		o.SetNamespace(ns)
 	}
 	gvrs := map[string]schema.GroupVersionResource{
 		"Secret":        {Version: "v1", Resource: "secrets"},

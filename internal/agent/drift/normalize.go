@@ -19,7 +19,9 @@ import (
 // it: a Secret's stringData is folded into data (stringData wins for a key
 // set in both, and is never returned), and base64 values of a Secret's data
 // and a ConfigMap's binaryData are re-encoded (a wrapped value's newlines are
-// dropped). It reports whether it changed anything.
+// dropped), and a Service's fields left to the server are dropped (see
+// dropServerAssigned). It reports whether it changed a Secret's or a
+// ConfigMap's data.
 func normalizeDesired(gvk schema.GroupVersionKind, d map[string]any) bool {
 	if gvk.Group != "" {
 		return false
@@ -49,8 +51,35 @@ func normalizeDesired(gvk schema.GroupVersionKind, d map[string]any) bool {
 		return true
 	case "ConfigMap":
 		changed = canonicalBase64(d["binaryData"])
+	case "Service":
+		dropServerAssigned(d)
 	}
 	return changed
+}
+
+// dropServerAssigned removes from a Service's desired spec the values that
+// ask the API server to choose: a nodePort or healthCheckNodePort of 0, a
+// clusterIP of "", an empty clusterIPs or ipFamilies. The server stores what
+// it chose (31080, 10.43.0.12, [IPv4]), and that is no more drift than the
+// value of a field the chart omits; a chart renders these zero values
+// whenever its port or IP is unset. A value the chart sets (nodePort 30080,
+// clusterIP None) stays compared.
+func dropServerAssigned(d map[string]any) {
+	spec, ok := d["spec"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, f := range []string{"healthCheckNodePort", "clusterIP", "clusterIPs", "ipFamilies"} {
+		if v, set := spec[f]; set && (isEmpty(v) || isZeroScalar(v)) {
+			delete(spec, f)
+		}
+	}
+	ports, _ := spec["ports"].([]any)
+	for _, p := range ports {
+		if pm, ok := p.(map[string]any); ok && isZeroScalar(pm["nodePort"]) {
+			delete(pm, "nodePort")
+		}
+	}
 }
 
 // canonicalBase64 re-encodes every decodable base64 string of a map.

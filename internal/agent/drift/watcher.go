@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -26,6 +28,10 @@ import (
 // every object of that kind) and tells the owner BundleDeployment when one
 // of its objects changes or disappears. Informers of kinds no deployment
 // uses any more are stopped.
+//
+// Objects whose kind is not served (see pending) are retried in the
+// background until their CRD is, so that they are followed without a
+// redeploy.
 type Watcher struct {
 	dyn      dynamic.Interface
 	mapper   meta.RESTMapper
@@ -37,12 +43,27 @@ type Watcher struct {
 	informers map[schema.GroupVersionResource]*watched
 	owners    map[objKey]map[types.NamespacedName]bool
 	byBD      map[types.NamespacedName][]objKey
+	// pending are the objects of each deployment that are not followed:
+	// their kind does not map, or the API server said it does not serve
+	// their resource. The retry loop follows them once it does.
+	pending map[types.NamespacedName]*pendingObjs
+
+	// wake asks the retry loop to schedule an attempt; resetBackoff, set
+	// by Watch, makes that attempt the first of a new backoff.
+	wake         chan struct{}
+	resetBackoff atomic.Bool
 }
 
 type watched struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	users    int
+	gvr      schema.GroupVersionResource
+	kind     schema.GroupVersionKind
+	// gone is set when a LIST of the resource was answered 404: its CRD
+	// was deleted (or the cached mapping was stale). The informer is then
+	// stopped, and Watch stops waiting for it to sync.
+	gone atomic.Bool
 }
 
 type objKey struct {
@@ -80,7 +101,7 @@ func NewWatcher(ctx context.Context, o WatcherOptions) (*Watcher, error) {
 		}
 		mapper = &resettingMapper{DeferredDiscoveryRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
 	}
-	return &Watcher{
+	w := &Watcher{
 		dyn:       dyn,
 		mapper:    mapper,
 		selector:  o.Label,
@@ -89,7 +110,11 @@ func NewWatcher(ctx context.Context, o WatcherOptions) (*Watcher, error) {
 		informers: map[schema.GroupVersionResource]*watched{},
 		owners:    map[objKey]map[types.NamespacedName]bool{},
 		byBD:      map[types.NamespacedName][]objKey{},
-	}, nil
+		pending:   map[types.NamespacedName]*pendingObjs{},
+		wake:      make(chan struct{}, 1),
+	}
+	go w.retryLoop()
+	return w, nil
 }
 
 // resettingMapper refreshes its discovery when a kind is unknown (a CRD of
@@ -116,62 +141,96 @@ func (w *Watcher) keyOf(o *unstructured.Unstructured) (objKey, error) {
 	if err != nil {
 		return objKey{}, err
 	}
-	ns := o.GetNamespace()
-	if m.Scope.Name() != meta.RESTScopeNameNamespace {
-		ns = ""
-	}
-	return objKey{gvr: m.Resource, namespace: ns, name: o.GetName()}, nil
+	return keyFor(m, o.GetNamespace(), o.GetName()), nil
 }
 
-// Watch makes the watcher follow exactly objs for bd, and waits until the
-// informers they need are synced. An object whose kind no longer maps (its
-// CRD was deleted, and the objects with it) is not followed: Live reports
-// it absent, and the other objects are followed as usual.
-func (w *Watcher) Watch(bd types.NamespacedName, objs []*unstructured.Unstructured) error {
-	keys := make([]objKey, 0, len(objs))
-	for _, o := range objs {
-		k, err := w.keyOf(o)
-		if meta.IsNoMatchError(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
+func keyFor(m *meta.RESTMapping, namespace, name string) objKey {
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		namespace = ""
 	}
+	return objKey{gvr: m.Resource, namespace: namespace, name: name}
+}
+
+// syncTimeout bounds how long Watch waits for a new informer's first LIST.
+// An informer whose resource is not served stops the wait at once (see
+// watched.gone).
+const syncTimeout = 60 * time.Second
+
+// Watch makes the watcher follow exactly objs for bd, and waits until the
+// informers they need are synced. An object whose kind does not map (its
+// CRD was deleted, and the objects with it, or is not created yet) or whose
+// resource the API server does not serve although the cached discovery
+// still maps it is not followed for now: Live reports it absent, the other
+// objects are followed as usual, and the retry loop follows it once its
+// CRD is served. Watch never waits for that.
+func (w *Watcher) Watch(bd types.NamespacedName, objs []*unstructured.Unstructured) error {
+	refs := make([]objRef, 0, len(objs))
+	for _, o := range objs {
+		refs = append(refs, objRef{gvk: o.GroupVersionKind(), namespace: o.GetNamespace(), name: o.GetName()})
+	}
+	found, unmapped, err := w.resolve(refs)
+	if err != nil {
+		return err
+	}
+	keys := make([]objKey, 0, len(found))
 	w.mu.Lock()
 	old := w.byBD[bd]
-	var toSync []cache.InformerSynced
-	for _, k := range keys {
-		if w.owners[k] == nil {
-			w.owners[k] = map[types.NamespacedName]bool{}
-		}
-		w.owners[k][bd] = true
-		inf := w.informers[k.gvr]
+	toSync := map[*watched]bool{}
+	for _, f := range found {
+		keys = append(keys, f.key)
+		w.ownLocked(f.key, bd)
+		inf := w.informers[f.key.gvr]
 		if inf == nil {
-			inf = w.startLocked(k.gvr)
+			inf = w.startLocked(f.key.gvr, f.kind)
 		}
 		inf.users++
-		toSync = append(toSync, inf.informer.HasSynced)
+		toSync[inf] = true
 	}
 	// Release the previous registration after taking the new one, so an
 	// informer still needed is not restarted on every upgrade.
 	w.byBD[bd] = old
 	w.forgetLocked(bd)
 	for _, k := range keys {
-		if w.owners[k] == nil {
-			w.owners[k] = map[types.NamespacedName]bool{}
-		}
-		w.owners[k][bd] = true
+		w.ownLocked(k, bd)
 	}
 	w.byBD[bd] = keys
+	if len(unmapped) > 0 {
+		w.pending[bd] = &pendingObjs{refs: unmapped}
+	}
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(w.ctx, 60*time.Second)
+	if len(unmapped) > 0 {
+		w.retrySoon(true)
+	}
+	return w.waitSynced(toSync)
+}
+
+// waitSynced waits until every informer of infs has synced or found its
+// resource gone.
+func (w *Watcher) waitSynced(infs map[*watched]bool) error {
+	if len(infs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), toSync...) {
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		for inf := range infs {
+			if !inf.informer.HasSynced() && !inf.gone.Load() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
 		return fmt.Errorf("drift watch: informers did not sync")
 	}
 	return nil
+}
+
+func (w *Watcher) ownLocked(k objKey, bd types.NamespacedName) {
+	if w.owners[k] == nil {
+		w.owners[k] = map[types.NamespacedName]bool{}
+	}
+	w.owners[k][bd] = true
 }
 
 // Watched is how many objects of bd are followed (zero once forgotten).
@@ -206,9 +265,10 @@ func (w *Watcher) forgetLocked(bd types.NamespacedName) {
 		}
 	}
 	delete(w.byBD, bd)
+	delete(w.pending, bd)
 }
 
-func (w *Watcher) startLocked(gvr schema.GroupVersionResource) *watched {
+func (w *Watcher) startLocked(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) *watched {
 	ctx, cancel := context.WithCancel(w.ctx)
 	inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = w.selector }).Informer()
@@ -230,8 +290,18 @@ func (w *Watcher) startLocked(gvr schema.GroupVersionResource) *watched {
 		UpdateFunc: func(_, n any) { handler(n) },
 		DeleteFunc: handler,
 	})
+	e := &watched{informer: inf, cancel: cancel, gvr: gvr, kind: kind}
+	// A LIST answered 404: the resource is not served (any more). Without
+	// this the reflector would retry in a backoff growing to 30-60 s, its
+	// empty cache answering Live meanwhile, and Watch waiting for it.
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsNotFound(err) {
+			w.resourceGone(e)
+			return
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
 	go inf.Run(ctx.Done())
-	e := &watched{informer: inf, cancel: cancel}
 	w.informers[gvr] = e
 	return e
 }
