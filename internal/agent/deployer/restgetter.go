@@ -130,6 +130,12 @@ func (d *Discovery) refreshOnMiss() { d.refreshOlderThan(missRefreshInterval) }
 // when a kind or resource is unknown.
 type refreshingMapper struct{ d *Discovery }
 
+// Reset makes the mapper a meta.ResettableRESTMapper: the drift watcher
+// resets it when a watched kind's CRD went away, so that a kind deleted
+// (or re-created with another scope or plural) is discovered again, at
+// most as often as a miss would refresh it.
+func (m *refreshingMapper) Reset() { m.d.refreshOnMiss() }
+
 func retryOnMiss[T any](d *Discovery, f func() (T, error)) (T, error) {
 	v, err := f()
 	if err != nil && meta.IsNoMatchError(err) {
