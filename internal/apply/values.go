@@ -207,6 +207,12 @@ func writeValues(ctx context.Context, c client.Client, reader client.Reader, b *
 		if apierrors.IsConflict(err) {
 			return false, err
 		}
+		if apierrors.IsNotFound(err) {
+			// Deleted since it was read (the garbage collector or the
+			// manager removing an earlier Bundle's Secret): the conflict
+			// retry reads again and creates it.
+			return false, apierrors.NewConflict(corev1.Resource("secrets"), key.Name, err)
+		}
 		return false, fmt.Errorf("updating values Secret %s/%s: %w", key.Namespace, key.Name, err)
 	}
 	return true, nil

@@ -107,6 +107,9 @@ type Reconciler struct {
 	// grants batches the Content grants of concurrent reconciles per
 	// cluster namespace (see grantBatcher).
 	grants grantBatcher
+	// values maps a Bundle's key to its values Secret as last read
+	// (*valuesEntry, see bundleWithValues).
+	values sync.Map
 }
 
 // Setup registers the indexes and the Bundle reconciler with mgr.

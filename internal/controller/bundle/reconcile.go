@@ -55,13 +55,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	b := &fleet.Bundle{}
 	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.values.Delete(rq.NamespacedName)
 			if moved, err := r.movedToOtherShard(ctx, rq.NamespacedName); moved || err != nil {
 				// Its new shard adopts the deployments (putDeployment).
 				return ctrl.Result{}, err
 			}
 			// Gone without our finalizer (or after it): nothing may stay.
-			_, err := r.deleteDeployments(ctx, rq.Namespace+"/"+rq.Name, nil)
-			return ctrl.Result{}, err
+			if _, err := r.deleteDeployments(ctx, rq.Namespace+"/"+rq.Name, nil); err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{}, r.deleteValuesSecret(ctx, rq.NamespacedName, "")
 		}
 		return ctrl.Result{}, err
 	}
@@ -125,6 +128,12 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 		// requeue us.
 		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
 	}
+	// Its values go with it, as its deployments do, whether or not a
+	// garbage collector runs.
+	if err := r.deleteValuesSecret(ctx, client.ObjectKeyFromObject(b), b.UID); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.values.Delete(client.ObjectKeyFromObject(b))
 	if controllerutil.ContainsFinalizer(b, Finalizer) {
 		patch := client.MergeFrom(b.DeepCopy())
 		controllerutil.RemoveFinalizer(b, Finalizer)
@@ -193,7 +202,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	}
 	// Targets are computed from the Bundle with its Helm values, which
 	// may live in its values Secret; b itself never carries them.
-	vb, err := withValues(ctx, r.APIReader, b)
+	vb, err := r.bundleWithValues(ctx, b)
 	if err != nil {
 		var be *target.BundleError
 		switch {

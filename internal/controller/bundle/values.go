@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -26,6 +27,10 @@ import (
 // match, which would deploy it without its values.
 const ReasonValuesPending = "ValuesPending"
 
+// onValuesSecretRead is called before each read of a values Secret from
+// the API server; tests count the reads with it (export_test.go).
+var onValuesSecretRead = func(client.ObjectKey) {}
+
 // valuesRetry is how soon a Bundle waiting for its values is looked at
 // again when no event of its values Secret comes first.
 const valuesRetry = 5 * time.Second
@@ -39,20 +44,46 @@ var errValuesPending = errors.New("waiting for the bundle's values Secret")
 // otherwise a copy with the values of its values Secret (see package apply)
 // put back, read with r (uncached: the manager does not cache Secret
 // payloads). b is not modified: it is what the status is written from, and
-// the values must not travel with it.
+// the values must not travel with it. `fleet target` previews with it; the
+// reconciler uses bundleWithValues, which avoids reading the Secret again.
 func withValues(ctx context.Context, r client.Reader, b *fleet.Bundle) (*fleet.Bundle, error) {
 	if b.Spec.ValuesHash == "" {
 		return b, nil
 	}
-	key := apply.ValuesSecretKey(b)
+	sec, err := readValuesSecret(ctx, r, apply.ValuesSecretKey(b))
+	if err != nil {
+		return nil, err
+	}
+	return valuesFromSecret(b, sec)
+}
+
+// readValuesSecret GETs the values Secret key; nil when there is none.
+func readValuesSecret(ctx context.Context, r client.Reader, key client.ObjectKey) (*corev1.Secret, error) {
 	sec := &corev1.Secret{}
+	onValuesSecretRead(key)
 	if err := r.Get(ctx, key, sec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: Secret %s/%s not found", errValuesPending, key.Namespace, key.Name)
+			return nil, nil
 		}
 		return nil, fmt.Errorf("reading values Secret %s/%s: %w", key.Namespace, key.Name, err)
 	}
-	if sec.Type != corev1.SecretType(fleet.SecretTypeBundleValues) || apply.HashValues(sec.Data) != b.Spec.ValuesHash {
+	return sec, nil
+}
+
+// valuesFromSecret is b with the values of sec (its values Secret, nil
+// when missing) put back, or why they cannot be. Messages name the
+// Secret and its keys, never a value.
+func valuesFromSecret(b *fleet.Bundle, sec *corev1.Secret) (*fleet.Bundle, error) {
+	key := apply.ValuesSecretKey(b)
+	switch {
+	case sec == nil:
+		return nil, fmt.Errorf("%w: Secret %s/%s not found", errValuesPending, key.Namespace, key.Name)
+	case sec.Type != corev1.SecretType(fleet.SecretTypeBundleValues):
+		// Not written by a Fleet writer (which never touches such a
+		// Secret): only renaming one of them resolves it.
+		return nil, fmt.Errorf("%w: Secret %s/%s is of type %q, not %s; rename the bundle or that Secret",
+			errValuesPending, key.Namespace, key.Name, sec.Type, fleet.SecretTypeBundleValues)
+	case apply.HashValues(sec.Data) != b.Spec.ValuesHash:
 		return nil, fmt.Errorf("%w: Secret %s/%s does not hold the values of spec.valuesHash (yet)", errValuesPending, key.Namespace, key.Name)
 	}
 	out := new(fleet.Bundle)
@@ -63,18 +94,111 @@ func withValues(ctx context.Context, r client.Reader, b *fleet.Bundle) (*fleet.B
 	return out, nil
 }
 
+// valuesEntry is a values Secret as the reconciler last read it.
+type valuesEntry struct {
+	uid             types.UID
+	resourceVersion string
+	// sec holds the data (never logged) and type; hash is of its data.
+	sec  *corev1.Secret
+	hash string
+}
+
+// bundleWithValues is withValues for the reconciler, which reconciles a
+// Bundle far more often than its values change: every burst of
+// BundleDeployment status reports does, and each GET of the Secret was an
+// API request per pass. So the Secret last read for each Bundle is kept
+// (r.values) and used again while the metadata informer (kept anyway, to
+// notice values Secrets being written) shows it unchanged (same UID and
+// resourceVersion) and it holds the values the Bundle's hash names; else
+// it is read again, so a Bundle whose new hash arrives before the
+// informer's copy of the Secret never waits for it. Only values Secrets
+// (of their type) are kept, in memory only, and go with the Bundle.
+func (r *Reconciler) bundleWithValues(ctx context.Context, b *fleet.Bundle) (*fleet.Bundle, error) {
+	key := apply.ValuesSecretKey(b)
+	if b.Spec.ValuesHash == "" {
+		r.values.Delete(key)
+		return b, nil
+	}
+	if e, ok := r.values.Load(key); ok {
+		e := e.(*valuesEntry)
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := r.Get(ctx, key, m); err == nil && m.UID == e.uid && m.ResourceVersion == e.resourceVersion && e.hash == b.Spec.ValuesHash {
+			return valuesFromSecret(b, e.sec)
+		}
+	}
+	sec, err := readValuesSecret(ctx, r.APIReader, key)
+	if err != nil {
+		return nil, err
+	}
+	if sec == nil || sec.Type != corev1.SecretType(fleet.SecretTypeBundleValues) {
+		r.values.Delete(key)
+	} else {
+		kept := &corev1.Secret{Type: sec.Type, Data: sec.Data}
+		r.values.Store(key, &valuesEntry{uid: sec.UID, resourceVersion: sec.ResourceVersion, sec: kept, hash: apply.HashValues(sec.Data)})
+	}
+	return valuesFromSecret(b, sec)
+}
+
+// deleteValuesSecret deletes the values Secret of the Bundle key, which is
+// gone or going, as the garbage collector would once it goes (the
+// quickstart, devenv and envtest run none): only when its controller
+// reference is a Bundle of that name, and that Bundle is owner (when set)
+// or no longer exists. A Secret of that name without it (a user's, or
+// one whose writer keeps it itself) stays. A Bundle created again under the
+// name meanwhile takes the Secret over (a new owner, a new
+// resourceVersion), which the delete's preconditions respect.
+func (r *Reconciler) deleteValuesSecret(ctx context.Context, key client.ObjectKey, owner types.UID) error {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.APIReader.Get(ctx, key, m); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || ref.Kind != "Bundle" || ref.Name != key.Name || m.DeletionTimestamp != nil {
+		return nil
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != fleet.GroupVersion.Group {
+		return nil
+	}
+	pre := client.Preconditions{UID: &m.UID}
+	if owner != "" {
+		if ref.UID != owner {
+			return nil
+		}
+	} else {
+		live := &metav1.PartialObjectMetadata{}
+		live.SetGroupVersionKind(fleet.GroupVersion.WithKind("Bundle"))
+		err := r.APIReader.Get(ctx, key, live)
+		if err == nil && live.UID == ref.UID {
+			return nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		pre.ResourceVersion = &m.ResourceVersion
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := r.Delete(ctx, sec, pre); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting values Secret %s/%s: %w", key.Namespace, key.Name, err)
+	}
+	return nil
+}
+
 // setValuesPending reports on the Ready condition that the Bundle waits
 // for its values. The observed generation stays: this generation is not
 // deployed yet, and what waits on it (the GitRepo roll-up, kubectl wait)
-// must not take it as done.
+// must not take it as done. Waiting is not stalling: a Stalled condition
+// of earlier values that could not be read goes.
 func setValuesPending(b *fleet.Bundle, err error) {
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
 		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonValuesPending, Message: err.Error(), ObservedGeneration: b.Generation,
 	})
+	meta.RemoveStatusCondition(&b.Status.Conditions, fleet.ConditionStalled)
 }
 
 // valuesSecretHandler enqueues the Bundle that controls a values Secret
-// (named like it) when the Secret changes, so that a Bundle waiting for
+// (named like it) when the Secret changes or goes, so that a Bundle waiting for
 // its values goes on as soon as they are written. It sees metadata only.
 func (r *Reconciler) valuesSecretHandler() handler.EventHandler {
 	enqueue := func(o client.Object, q queue) {
@@ -93,5 +217,8 @@ func (r *Reconciler) valuesSecretHandler() handler.EventHandler {
 				enqueue(e.ObjectNew, q)
 			}
 		},
+		// Deleted under its Bundle: the status says at once that the
+		// values are missing (nothing deployed changes).
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) { enqueue(e.Object, q) },
 	}
 }
