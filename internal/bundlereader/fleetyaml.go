@@ -13,15 +13,18 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // FleetYAML is the content of a fleet.yaml file: a BundleSpec plus the keys
 // that only exist in the file.
 type FleetYAML struct {
-	// Name overrides the generated bundle name.
+	// Name, when set, is the Bundle name as written (Rancher Fleet's
+	// behaviour); see validateBundleName.
 	Name string `json:"name,omitempty"`
 	// Labels are copied onto the Bundle.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -202,6 +205,9 @@ func collectFields(t reflect.Type, fields map[string]reflect.Type) {
 var releaseNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
 func validate(fy *FleetYAML) error {
+	if err := validateBundleName(fy.Name); err != nil {
+		return err
+	}
 	for i, d := range fy.DependsOn {
 		if d.Name == "" && d.Selector == nil {
 			return fmt.Errorf("dependsOn[%d]: name or selector is required", i)
@@ -231,6 +237,36 @@ func validate(fy *FleetYAML) error {
 		}
 	}
 	return nil
+}
+
+// MaxBundleNameLen is the longest Bundle name a fleet.yaml may give: the
+// name is the value of the bundle-name label of every BundleDeployment, and
+// label values end at 63 characters.
+const MaxBundleNameLen = 63
+
+// validateBundleName checks a fleet.yaml name. As in Rancher Fleet it is the
+// Bundle name as written (not made a Helm release name like the generated
+// ones), so the same fleet.yaml gives the same Bundle after a move from
+// Rancher; a name Rancher would pass on to the API server only to be
+// refused (not a DNS-1123 subdomain), or that makes a Bundle nothing can be
+// deployed from (over 63 characters), is refused here, before any chart is
+// fetched or anything written. The suggestion is the generated-style form
+// of the name, which is always valid.
+func validateBundleName(name string) error {
+	if name == "" {
+		return nil
+	}
+	var problem string
+	switch {
+	case len(name) > MaxBundleNameLen:
+		problem = fmt.Sprintf("it is %d characters, at most %d are allowed since the name labels every BundleDeployment", len(name), MaxBundleNameLen)
+	case len(validation.IsDNS1123Subdomain(name)) > 0:
+		problem = "only lower-case letters, digits, '-' and '.' are allowed, each '.'-separated part starting and ending with a letter or digit (a DNS-1123 subdomain, which the API server requires)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("name %q is not a valid Bundle name (it is used as written, as in Rancher Fleet): %s; use for example %q, or remove name to get the generated one",
+		name, problem, names.HelmReleaseName(name))
 }
 
 // reservedLabels are the labels by which the manager finds a Bundle's owner

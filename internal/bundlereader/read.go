@@ -149,9 +149,10 @@ type Options struct {
 }
 
 // Read walks root/paths (globs allowed; default ".") and returns one Bundle
-// per bundle directory, named NAME-<path> via names.HelmReleaseName and
-// sorted by name. Any error fails the whole read, so a caller never applies
-// a partial set of bundles (which would prune the rest).
+// per bundle directory, named NAME-<path> via names.HelmReleaseName (or
+// fleet.yaml's name as written) and sorted by name. Any error fails the
+// whole read, so a caller never applies a partial set of bundles (which
+// would prune the rest).
 func Read(ctx context.Context, name, root string, paths []string, opts Options) ([]*fleet.Bundle, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	fs, err := newFS(root, opts.Limits)
@@ -413,20 +414,24 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 	}
 	spec.Resources = resources
 
+	// As in Rancher Fleet: fleet.yaml's name as written (ParseFleetYAML
+	// refused one that cannot be a Bundle name), else the GitRepo name
+	// joined with the path (and options file) made a Helm release name.
 	bundleName := fy.Name
 	if bundleName == "" {
-		bundleName = in.name
+		id := in.name
 		if rel != "." {
-			bundleName = path.Join(in.name, rel)
+			id = path.Join(in.name, rel)
 		}
 		if in.options != "" {
-			bundleName = path.Join(bundleName, strings.TrimSuffix(in.options, path.Ext(in.options)))
+			id = path.Join(id, strings.TrimSuffix(in.options, path.Ext(in.options)))
 		}
+		bundleName = names.HelmReleaseName(id)
 	}
 	b := &fleet.Bundle{
 		TypeMeta: metav1.TypeMeta{APIVersion: fleet.GroupVersion.String(), Kind: "Bundle"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      names.HelmReleaseName(bundleName),
+			Name:      bundleName,
 			Namespace: in.opts.Namespace,
 			Labels:    mergeLabels(fy.Labels, in.opts.Labels),
 		},

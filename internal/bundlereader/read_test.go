@@ -41,7 +41,7 @@ func TestDiscoveryAndNaming(t *testing.T) {
 		"app/inner/fleet.yml":   "defaultNamespace: inner\n",
 		"app/inner/m.yaml":      "kind: D\n",
 		"Mixed_Case/fleet.yaml": "",
-		"named/fleet.yaml":      "name: Custom.Name\n",
+		"named/fleet.yaml":      "name: custom.name\n",
 		"docs/README.md":        "not a bundle\n",
 		"a-very-long-directory-name-that-goes-on/and-on-and-on/fleet.yaml": "",
 	})
@@ -51,7 +51,7 @@ func TestDiscoveryAndNaming(t *testing.T) {
 	}
 	got := bundleNames(bs)
 	want := []string{
-		"custom-name-53c0fe75",
+		"custom.name", // fleet.yaml's name, as written
 		"repo",
 		"repo-a-very-long-directory-name-that-goes-on-an-3e4c2",
 		"repo-app",
