@@ -198,6 +198,15 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 		if err != nil {
 			return err
 		}
+		if existing.DeletionTimestamp != nil {
+			// Whatever is written now (Bundle or values) goes with the
+			// Bundle when its finalizers are done, so success would be a
+			// lie. Not a conflict to retry here: the deletion waits for
+			// the Bundle's deployments to go. The GitRepo or HelmOp
+			// retries later and then creates the Bundle afresh.
+			return fmt.Errorf("%w since %s; it can be applied again once the deletion has completed",
+				ErrBeingDeleted, existing.DeletionTimestamp.UTC().Format(time.RFC3339))
+		}
 		if want, have := origin(desired.Labels), origin(existing.Labels); want != "" && have != "" && want != have {
 			// Two origins produced the same bundle name (repo "a" path
 			// "b-c" and repo "a-b" path "c" both give "a-b-c"). Taking
@@ -247,6 +256,12 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 	})
 	return result, err
 }
+
+// ErrBeingDeleted: the Bundle exists but is being deleted (it has a
+// deletionTimestamp and finalizers still to run), so Apply leaves it alone.
+// The error is temporary, not bad input: applying again after the deletion
+// has completed creates the Bundle anew.
+var ErrBeingDeleted = errors.New("the Bundle is being deleted")
 
 // ErrOwnedByOther: the bundle name is taken by a bundle of another GitRepo
 // or HelmOp. Apply leaves that bundle alone.

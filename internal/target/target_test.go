@@ -331,8 +331,8 @@ func TestRenderValues(t *testing.T) {
 			map[string]interface{}{"x": "alpha-x", "obj": map[string]interface{}{"a": "prod"}}, ""},
 		{"disablePreProcess keeps text", fleet.HelmOptions{DisablePreProcess: true, Values: values(map[string]interface{}{"x": "${ .ClusterName }"})}, map[string]interface{}{"x": "${ .ClusterName }"}, ""},
 		{"missing key is an error", fleet.HelmOptions{Values: values(map[string]interface{}{"x": "${ .ClusterValues.nope }"})}, nil, "nope"},
-		{"env is not available", fleet.HelmOptions{Values: values(map[string]interface{}{"x": `${ env "HOME" }`})}, nil, `function "env" not defined`},
-		{"getHostByName is not available", fleet.HelmOptions{Values: values(map[string]interface{}{"x": `${ getHostByName "example.com" }`})}, nil, "not defined"},
+		{"env is not available", fleet.HelmOptions{Values: values(map[string]interface{}{"x": `${ env "HOME" }`})}, nil, `function env is not available`},
+		{"getHostByName is not available", fleet.HelmOptions{Values: values(map[string]interface{}{"x": `${ getHostByName "example.com" }`})}, nil, "function getHostByName is not available"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

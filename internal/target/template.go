@@ -2,7 +2,6 @@ package target
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"text/template"
 
@@ -19,11 +18,14 @@ const (
 	maxLabelDepth       = 50
 )
 
+// removedFuncs are the sprig functions templates cannot call.
+var removedFuncs = []string{"env", "expandenv", "include", "tpl", "getHostByName"}
+
 // funcMap is sprig without the functions that read the manager's
 // environment or the network, or recurse into templates.
 var funcMap = func() template.FuncMap {
 	f := sprig.TxtFuncMap()
-	for _, name := range []string{"env", "expandenv", "include", "tpl", "getHostByName"} {
+	for _, name := range removedFuncs {
 		delete(f, name)
 	}
 	return f
@@ -90,16 +92,19 @@ func toDict(in map[string]string) map[string]interface{} {
 
 // RenderValues renders opts.helm.values (and templateValues) for one
 // cluster and returns options whose values are final and whose
-// templateValues are folded in. A template error is returned as is so that
-// it can be shown for this cluster only.
+// templateValues are folded in. A template error is a *RenderError, which
+// names the failing value but quotes no value, so that it can be shown in
+// status for this cluster only.
 func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
 	return (&renderer{}).render(opts, c)
 }
 
 // renderer caches parsed templates: one bundle's values text is usually
 // the same for every cluster, so it is parsed once, not once per cluster.
+// located caches the RenderError found for a values text and Go error.
 type renderer struct {
-	parsed map[string]*template.Template
+	parsed  map[string]*template.Template
+	located map[string]error
 }
 
 func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
@@ -122,16 +127,20 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 		ctx := templateContext(c, lbls)
 		data, err := yaml.Marshal(values)
 		if err != nil {
-			return opts, err
+			return opts, &RenderError{Path: "helm.values", Kind: "cannot be written as YAML for templating"}
 		}
 		rendered, err := r.execute("values", string(data), ctx)
+		var parsed map[string]interface{}
+		if err == nil {
+			if uerr := yaml.Unmarshal([]byte(rendered), &parsed); uerr != nil {
+				err = &notYAMLError{err: uerr}
+			}
+		}
 		if err != nil {
-			return opts, err
+			// Go's error quotes the values; locate names the value instead.
+			return opts, r.locate(values, string(data), ctx, err)
 		}
-		values = map[string]interface{}{}
-		if err := yaml.Unmarshal([]byte(rendered), &values); err != nil {
-			return opts, fmt.Errorf("helm values: rendered values are not YAML: %w", err)
-		}
+		values = parsed
 		if values == nil {
 			values = map[string]interface{}{}
 		}
@@ -140,13 +149,14 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 		// again with values would run a cluster's "echo ${HOME}" as a
 		// template.
 		for _, k := range sortedKeys(h.TemplateValues) {
-			out, err := r.execute("templateValues."+k, h.TemplateValues[k], ctx)
+			path := "helm.templateValues" + pathSegment(k)
+			out, err := r.execute(path, h.TemplateValues[k], ctx)
 			if err != nil {
-				return opts, err
+				return opts, &RenderError{Path: path, Kind: errorKind(err)}
 			}
 			var v interface{}
 			if err := yaml.Unmarshal([]byte(out), &v); err != nil {
-				return opts, fmt.Errorf("templateValues.%s: rendered value is not YAML: %w", k, err)
+				return opts, &RenderError{Path: path, Kind: errorKind(&notYAMLError{err: err})}
 			}
 			values[k] = v
 		}
@@ -161,9 +171,9 @@ func (r *renderer) execute(name, text string, ctx map[string]interface{}) (strin
 	t := r.parsed[key]
 	if t == nil {
 		var err error
-		t, err = template.New(name).Funcs(funcMap).Option("missingkey=error").Delims("${", "}").Parse(text)
+		t, err = newTemplate(name).Parse(text)
 		if err != nil {
-			return "", fmt.Errorf("templating %s: %w", name, err)
+			return "", err
 		}
 		if r.parsed == nil {
 			r.parsed = map[string]*template.Template{}
@@ -172,7 +182,7 @@ func (r *renderer) execute(name, text string, ctx map[string]interface{}) (strin
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, ctx); err != nil {
-		return "", fmt.Errorf("templating %s: %w", name, err)
+		return "", err
 	}
 	return b.String(), nil
 }
