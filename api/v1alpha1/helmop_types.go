@@ -54,7 +54,11 @@ type HelmOpSpec struct {
 	// +optional
 	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`
 	// HelmSecretName names a Secret in this namespace with the repository's
-	// credentials (keys username, password, cacerts, as for a GitRepo).
+	// credentials, as for a GitRepo: keys username and password, cacerts,
+	// ssh-privatekey for a git:: chart over SSH and known_hosts to verify
+	// its server (without known_hosts, the known-hosts ConfigMap of the
+	// manager's namespace), insecureSkipVerify and basicHTTP. They are used
+	// only for the host of the chart.
 	// +optional
 	HelmSecretName string `json:"helmSecretName,omitempty"`
 	// InsecureSkipTLSverify skips verifying the repository's certificate.

@@ -49,7 +49,7 @@ func main() {
 	fs.Int64Var(&opts.GitLimits.MaxFetchBytes, "git-fetch-max-bytes", git.DefaultMaxFetchBytes, "bytes a GitRepo fetch may store on disk before it is cut off (the GitRepo is then Stalled)")
 	fs.Int64Var(&opts.GitLimits.MaxBytes, "git-checkout-max-bytes", git.DefaultMaxBytes, "total size of the files a GitRepo commit may hold")
 	fs.IntVar(&opts.GitLimits.MaxFiles, "git-checkout-max-files", git.DefaultMaxFiles, "number of files a GitRepo commit may hold")
-	fs.BoolVar(&opts.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key when cloning GitRepos and fetching their git:: chart sources (insecure); otherwise servers are checked against the client Secret's known_hosts or the known-hosts ConfigMap in --namespace")
+	fs.BoolVar(&opts.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key when cloning GitRepos and fetching git:: chart sources of GitRepos and HelmOps (insecure); otherwise servers are checked against the client Secret's known_hosts or the known-hosts ConfigMap in --namespace")
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)

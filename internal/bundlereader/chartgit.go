@@ -32,11 +32,17 @@ type gitChart struct {
 // resolves to a git repository over HTTPS.
 var gitShorthands = []string{"github.com/", "gitlab.com/", "bitbucket.org/"}
 
-// expandGitShorthand turns a go-getter shorthand such as
+// ExpandGitShorthand turns a go-getter shorthand such as
 // github.com/org/repo//chart?ref=v1 into its git:: form
 // (git::https://github.com/org/repo.git//chart?ref=v1), as go-getter's
 // GitHub, GitLab and Bitbucket detectors do: path elements after the
-// repository are its directory. ok is false for anything else.
+// repository are its directory. ok is false for anything else. A
+// fleet.yaml chart naming a directory of the bundle stays local (resolve
+// decides); a HelmOp has no bundle directory, so for it a shorthand is
+// always git. Exported so that the HelmOp controller scopes a shorthand
+// chart's credentials to the very URL this reader fetches.
+func ExpandGitShorthand(s string) (string, bool) { return expandGitShorthand(s) }
+
 func expandGitShorthand(s string) (string, bool) {
 	host := ""
 	for _, h := range gitShorthands {
@@ -144,7 +150,7 @@ func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
 
 // knownHostsSources says where the known hosts of git:: chart sources come
 // from, for errors that ask for them.
-const knownHostsSources = "known_hosts of the helm Secret, else of the GitRepo's client Secret, else of the manager's ConfigMap " +
+const knownHostsSources = "known_hosts of the helm Secret, else of the GitRepo's client Secret (GitRepos only), else of the manager's ConfigMap " +
 	git.KnownHostsConfigMap + "; env FLEET_KNOWN_HOSTS or SSH_KNOWN_HOSTS for fleet apply"
 
 // hostKeyError turns the git client's refusal of an SSH server into an

@@ -13,7 +13,9 @@ import (
 
 // ReadHelmOp builds the Bundle of a HelmOp: spec is a Bundle spec whose
 // helm options name a chart in a repository (helm.repo and helm.chart, an
-// oci:// chart, an http(s) URL of a .tgz or a git:: source). The chart is
+// oci:// chart, an http(s) URL of a .tgz, a git:: source or a github.com/,
+// gitlab.com/ or bitbucket.org/ shorthand, always read from git since a
+// HelmOp has no directory of its own). The chart is
 // downloaded and stored as the bundle's resources exactly as for a
 // fleet.yaml, so agents never need to reach the repository, and
 // spec.helm.version of the result is the version that was resolved. The
@@ -24,7 +26,10 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 		return nil, specError("spec.helm.chart is required: name the chart to deploy")
 	}
 	if h.Repo == "" && !remoteChart(h.Chart) {
-		return nil, specError(fmt.Sprintf("spec.helm.chart %q: a HelmOp needs a chart from a repository: set spec.helm.repo, or use an oci://, http(s):// or git:: chart", redact(h.Chart)))
+		return nil, specError(fmt.Sprintf("spec.helm.chart %q: a HelmOp needs a chart from a repository, not a local path: "+
+			"set spec.helm.repo (a Helm repository or oci:// registry) with the chart's name, or give spec.helm.chart as an oci:// chart, "+
+			"an http(s):// URL of a .tgz, a git::<repository URL>[//<directory>][?ref=<ref>] source, "+
+			"or a github.com/, gitlab.com/ or bitbucket.org/<owner>/<repository>[//<directory>][?ref=<ref>] shorthand", redact(h.Chart)))
 	}
 	if len(h.ValuesFiles) > 0 {
 		return nil, specError("spec.helm.valuesFiles: a HelmOp has no files to read values from; use spec.helm.values or valuesFrom")
@@ -74,7 +79,14 @@ func (e invalidSpec) Error() string        { return e.err.Error() }
 func (e invalidSpec) Unwrap() error        { return e.err }
 func (e invalidSpec) Is(target error) bool { return target == ErrInvalidSpec }
 
+// remoteChart reports whether chart, without helm.repo, names a chart
+// outside the (empty) bundle directory: a URL, a git:: source or a
+// shorthand, which resolve reads from git since no directory of the
+// HelmOp can have its path.
 func remoteChart(chart string) bool {
+	if _, ok := expandGitShorthand(chart); ok {
+		return true
+	}
 	for _, p := range []string{"oci://", "http://", "https://", "git::"} {
 		if strings.HasPrefix(chart, p) {
 			return true

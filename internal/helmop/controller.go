@@ -51,6 +51,10 @@ type Options struct {
 	MinPollingInterval time.Duration
 	// MaxRetryInterval caps the backoff after failed builds (default 5m).
 	MaxRetryInterval time.Duration
+	// SystemNamespace is the manager's namespace, whose known-hosts
+	// ConfigMap verifies the SSH servers of git:: charts whose helm Secret
+	// has no known_hosts, as for GitRepos. Empty: no such fallback.
+	SystemNamespace string
 }
 
 func (o *Options) defaults() {
@@ -222,6 +226,9 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 			return "", fmt.Errorf("reading helm secret: %w", err)
 		}
 		auth = bundlereader.HelmAuthFromSecret(s.Data)
+	}
+	if err := r.configMapKnownHosts(ctx, &auth); err != nil {
+		return "", err
 	}
 	auth.InsecureSkipTLS = auth.InsecureSkipTLS || op.Spec.InsecureSkipTLSverify
 	// A github.com/, gitlab.com/ or bitbucket.org/ shorthand chart is read

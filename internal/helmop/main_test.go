@@ -31,6 +31,10 @@ var ghProxy *githubProxy
 
 const timeout = 60 * time.Second
 
+// systemNamespace is the manager's namespace of the controller under test,
+// where its known-hosts ConfigMap lives.
+const systemNamespace = "fleet-helmop-system"
+
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -48,11 +52,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	stop, err := fleettest.StartControllers(env.Config, func(ctx context.Context, mgr ctrl.Manager) error {
 		if err := bundle.Setup(ctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
 			return err
 		}
-		_, err := helmop.Setup(ctx, mgr, helmop.Options{MinPollingInterval: time.Second, MaxRetryInterval: 2 * time.Second})
+		_, err := helmop.Setup(ctx, mgr, helmop.Options{
+			MinPollingInterval: time.Second, MaxRetryInterval: 2 * time.Second, SystemNamespace: systemNamespace,
+		})
 		return err
 	})
 	if err != nil {

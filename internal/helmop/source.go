@@ -1,12 +1,18 @@
 package helmop
 
 import (
+	"context"
+	"fmt"
 	"net/url"
-	"path"
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 )
 
@@ -22,61 +28,16 @@ const matchNothing = `[^\x00-\x{10FFFF}]`
 // the scope of github.com nor, through the user part, any other).
 const userInfo = `([^/?#@\s]*@)?`
 
-// gitShorthands are the hosts of go-getter's shorthands
-// (<host>/<owner>/<repository>[//<directory>][?ref=…]) that Rancher Fleet
-// resolves to a git repository over HTTPS, as the bundle reader does for
-// a fleet.yaml chart.
-var gitShorthands = []string{"github.com/", "gitlab.com/", "bitbucket.org/"}
-
-// gitShorthand turns a shorthand chart such as github.com/org/repo//chart?ref=v1
-// into the git:: source the bundle reader reads
-// (git::https://github.com/org/repo.git//chart?ref=v1), as go-getter's
-// detectors and the reader's expansion for fleet.yaml do: path elements
-// after the repository are its directory. The reader keeps a shorthand
-// that names a directory of the bundle as a local chart; a HelmOp has no
-// bundle directory, so for it the shorthand is always git. ok is false
-// for anything else.
-func gitShorthand(s string) (string, bool) {
-	host := ""
-	for _, h := range gitShorthands {
-		if strings.HasPrefix(s, h) {
-			host = h
-		}
-	}
-	if host == "" {
-		return "", false
-	}
-	rest, query, hasQuery := strings.Cut(s, "?")
-	repoPath, dir, hasDir := strings.Cut(rest, "//")
-	parts := strings.Split(repoPath, "/")
-	if len(parts) < 3 || parts[1] == "" || parts[2] == "" {
-		return "", false
-	}
-	if len(parts) > 3 {
-		dir = path.Join(append(parts[3:], dir)...)
-		hasDir = dir != ""
-	}
-	out := "git::https://" + strings.Join(parts[:3], "/")
-	if !strings.HasSuffix(out, ".git") {
-		out += ".git"
-	}
-	if hasDir {
-		out += "//" + dir
-	}
-	if hasQuery {
-		out += "?" + query
-	}
-	return out, true
-}
-
-// chartSource is h with a shorthand chart (without helm.repo) written as
-// the git:: source it stands for, which the bundle reader accepts for a
-// HelmOp; h itself when there is nothing to expand.
+// chartSource is h with a GitHub, GitLab or Bitbucket shorthand chart
+// (without helm.repo) written as the git:: source it stands for, expanded
+// by the bundle reader's own function so that sameHost scopes the
+// credentials to the URL the reader fetches; h itself when there is
+// nothing to expand.
 func chartSource(h *fleet.HelmOptions) *fleet.HelmOptions {
 	if h == nil || h.Repo != "" {
 		return h
 	}
-	g, ok := gitShorthand(h.Chart)
+	g, ok := bundlereader.ExpandGitShorthand(h.Chart)
 	if !ok {
 		return h
 	}
@@ -125,4 +86,30 @@ func sameHost(h *fleet.HelmOptions) string {
 		host += ":" + port
 	}
 	return "(?i)^([^@/:\\s]+@)?" + regexp.QuoteMeta(host) + ":"
+}
+
+// configMapKnownHosts gives auth, when its helm Secret has no known_hosts,
+// those of the known-hosts ConfigMap of the manager's namespace (the
+// public git hosts' keys and the chart's additionalKnownHosts), in the
+// order GitRepos use for their git:: charts and as Rancher Fleet does, so
+// an SSH chart source verifies its server without copying known_hosts
+// into every helm Secret. The ConfigMap is read only when an SSH key is
+// set: without one no SSH source can be read. No ConfigMap leaves auth
+// without known hosts, and the bundle reader's error then names the server
+// and where its key may be listed.
+func (r *Reconciler) configMapKnownHosts(ctx context.Context, auth *bundlereader.HelmAuth) error {
+	ns := r.Opts.SystemNamespace
+	if ns == "" || len(auth.SSHPrivateKey) == 0 || len(auth.SSHKnownHosts) > 0 {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: git.KnownHostsConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, git.KnownHostsConfigMap, err)
+	}
+	auth.SSHKnownHosts = []byte(cm.Data[git.KeyKnownHosts])
+	return nil
 }

@@ -94,9 +94,9 @@ func TestSameHost(t *testing.T) {
 }
 
 // TestGitShorthand: the shorthands the bundle reader expands for a
-// fleet.yaml (internal/bundlereader TestExpandGitShorthand) expand alike
-// for a HelmOp, and the HelmOp's chart source is only rewritten without
-// helm.repo.
+// fleet.yaml (internal/bundlereader TestExpandGitShorthand) are the
+// HelmOp's chart source too, anything else is left as written, and the
+// chart is only rewritten without helm.repo.
 func TestGitShorthand(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
@@ -114,9 +114,12 @@ func TestGitShorthand(t *testing.T) {
 		{in: "example.com/org/repo", ok: false},
 		{in: "https://github.com/org/repo", ok: false},
 	} {
-		got, ok := gitShorthand(tc.in)
-		if ok != tc.ok || got != tc.want {
-			t.Errorf("%s = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		want := tc.want
+		if !tc.ok {
+			want = tc.in
+		}
+		if got := chartSource(&fleet.HelmOptions{Chart: tc.in}); got.Chart != want {
+			t.Errorf("chartSource(%s) = %q, want %q", tc.in, got.Chart, want)
 		}
 	}
 

@@ -79,7 +79,8 @@ type Options struct {
 	// its checkout may hold (zero fields: the git package's defaults).
 	GitLimits git.Limits
 	// InsecureSkipHostKeyChecks accepts any SSH host key when cloning
-	// GitRepos and fetching their git:: chart sources (chart value
+	// GitRepos and fetching the git:: chart sources of GitRepos and
+	// HelmOps (chart value
 	// insecureSkipHostKeyChecks). Otherwise a server
 	// is checked against the client Secret's known_hosts or the
 	// known-hosts ConfigMap of SystemNamespace.
