@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +61,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if deleting || err != nil {
 		return ctrl.Result{}, err
+	}
+	if msg := clusterNameProblem(cluster.Name); msg != "" {
+		// Nothing can be deployed to it: no namespace, no import, no
+		// retry (a name does not change).
+		return ctrl.Result{}, r.refuseName(ctx, cluster, msg)
 	}
 	if cluster.Spec.KubeConfigSecret != "" && cluster.Spec.ClientID == "" {
 		// The agent of an imported cluster presents this clientID; it is
@@ -218,6 +224,50 @@ func (r *ClusterReconciler) refuseNamespace(ctx context.Context, cluster *fleet.
 	return nil
 }
 
+// ReasonInvalidName is the reason of a Cluster's Processed=False
+// condition (and of its Event, and of a ClusterRegistration's
+// Granted=False) when the Cluster's name is too long to be a label value.
+const ReasonInvalidName = "InvalidName"
+
+// clusterNameProblem says why a Cluster named name cannot be used, or "".
+// Its BundleDeployments and its agent's credentials carry the name in label
+// fleet.cattle.io/cluster (as in Rancher Fleet, whose tools select by it),
+// and a label value holds at most 63 characters while a Cluster created by
+// hand may have a name of 253: the API server would refuse every one of
+// them, one failed write after another. A Cluster's name is a DNS-1123
+// subdomain, whose characters a label value allows, so only its length can
+// be wrong.
+func clusterNameProblem(name string) string {
+	if len(name) <= validation.LabelValueMaxLength {
+		return ""
+	}
+	return fmt.Sprintf("the Cluster name is %d characters long, at most %d are allowed: it is the value of label %s on the cluster's BundleDeployments and agent credentials, "+
+		"and a label value holds at most %d characters. No bundle can target this cluster, and it is neither given a namespace nor imported; "+
+		"create the Cluster again under a shorter name and delete this one",
+		len(name), validation.LabelValueMaxLength, fleet.ClusterLabel, validation.LabelValueMaxLength)
+}
+
+// refuseName marks cluster as unusable for its name (clusterNameProblem):
+// no status.namespace, so that no bundle targets it, a Processed=False
+// condition, and a Warning Event when the condition is new.
+func (r *ClusterReconciler) refuseName(ctx context.Context, cluster *fleet.Cluster, msg string) error {
+	old := cluster.DeepCopy()
+	cluster.Status.Namespace = ""
+	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionProcessed)
+	if prev == nil || prev.Reason != ReasonInvalidName || prev.Message != msg {
+		ctrl.LoggerFrom(ctx).Info("refusing the cluster: its name is too long", "length", len(cluster.Name))
+		if r.Recorder != nil {
+			r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonInvalidName, "Process", "%s", msg)
+		}
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionFalse, ReasonInvalidName, msg, cluster.Generation)
+	if equality.Semantic.DeepEqual(old.Status, cluster.Status) {
+		return nil
+	}
+	err := r.Client.Status().Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
+	return client.IgnoreNotFound(err)
+}
+
 // clusterNamespace is the namespace object of a Cluster (contract 1), as
 // both the Cluster and the registration controllers apply it.
 func clusterNamespace(cluster *fleet.Cluster) *corev1.Namespace {
@@ -290,6 +340,12 @@ func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.C
 // Roles and RoleBindings of ns and of the other namespaces given, and the
 // content ClusterRoleBindings.
 func (r *ClusterReconciler) deleteGrants(ctx context.Context, cluster *fleet.Cluster, ns string, more ...string) error {
+	if clusterNameProblem(cluster.Name) != "" {
+		// No object can carry the name as a label value, and the API
+		// server refuses it in a selector: the sweep would fail and keep
+		// the Cluster from being deleted, with nothing to sweep.
+		return nil
+	}
 	sel := client.MatchingLabels{fleet.ClusterLabel: cluster.Name, fleet.ClusterNamespaceLabel: cluster.Namespace}
 	sweep := func(obj client.Object, opts ...client.DeleteAllOfOption) error {
 		if err := r.Client.DeleteAllOf(ctx, obj, append(opts, sel)...); err != nil && !apierrors.IsNotFound(err) {

@@ -255,6 +255,11 @@ func (r *RegistrationReconciler) grant(ctx context.Context, reg *fleet.ClusterRe
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if msg := clusterNameProblem(cluster.Name); msg != "" {
+		// Its credential could not be labelled with its name (nor could
+		// anything be deployed to it): refused, not retried.
+		return ctrl.Result{}, &refusal{ReasonInvalidName, msg}
+	}
 
 	// One metadata update before any credential object exists: the
 	// finalizer (deleting the registration revokes what it was granted)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -110,6 +111,11 @@ type Reconciler struct {
 	// values maps a Bundle's key to its values Secret as last read
 	// (*valuesEntry, see bundleWithValues).
 	values sync.Map
+	// Recorder writes Events about Bundles (nil: none).
+	Recorder events.EventRecorder
+	// invalidReported maps a Bundle's key to the message of the
+	// InvalidName Event last recorded for it (see reportInvalidName).
+	invalidReported sync.Map
 }
 
 // Setup registers the indexes and the Bundle reconciler with mgr.
@@ -122,7 +128,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs, largePasses: make(chan struct{}, maxLargePasses)}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, objs: objs, largePasses: make(chan struct{}, maxLargePasses),
+		Recorder: mgr.GetEventRecorder("fleet-controller")}
 	return r.SetupWithManager(mgr)
 }
 

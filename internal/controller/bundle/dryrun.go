@@ -31,6 +31,9 @@ type Preview struct {
 // PreviewBundle runs the targeting and rollout logic of the reconciler
 // against r (a live client or a cache) without writing.
 func PreviewBundle(ctx context.Context, r client.Reader, b *fleet.Bundle) (*Preview, error) {
+	if err := bundleNameError(b.Name); err != nil {
+		return nil, err
+	}
 	m, err := manifest.New(b.Spec.Resources)
 	if err != nil {
 		return nil, fmt.Errorf("reading resources: %w", err)

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -21,6 +22,25 @@ func init() {
 // key from the API server (rather than from what it already knew).
 func ValuesSecretReads(key client.ObjectKey) int64 {
 	n, ok := valuesSecretReads.Load(key)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+// reconciles counts the reconciles of each Bundle.
+var reconciles sync.Map // types.NamespacedName → *atomic.Int64
+
+func init() {
+	onReconcile = func(key types.NamespacedName) {
+		n, _ := reconciles.LoadOrStore(key, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
+}
+
+// Reconciles is how often the Bundle key has been reconciled.
+func Reconciles(key types.NamespacedName) int64 {
+	n, ok := reconciles.Load(key)
 	if !ok {
 		return 0
 	}

@@ -49,13 +49,20 @@ func jitter(d time.Duration) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
+// onReconcile is called at the start of each reconcile; tests count a
+// Bundle's reconciles with it (export_test.go) to tell a Bundle that waits
+// for a change from one retried in a loop.
+var onReconcile = func(types.NamespacedName) {}
+
 // Reconcile is fetch → deletion → finalizer → targets → contents →
 // deployments → status.
 func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
+	onReconcile(rq.NamespacedName)
 	b := &fleet.Bundle{}
 	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.values.Delete(rq.NamespacedName)
+			r.invalidReported.Delete(rq.NamespacedName)
 			if moved, err := r.movedToOtherShard(ctx, rq.NamespacedName); moved || err != nil {
 				// Its new shard adopts the deployments (putDeployment).
 				return ctrl.Result{}, err
@@ -80,6 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	}
 	oldStatus := b.Status.DeepCopy()
 	res, err := r.reconcileTargets(ctx, b)
+	r.reportInvalidName(b, oldStatus)
 	statusWait, perr := r.patchStatus(ctx, b, oldStatus)
 	if perr != nil && err == nil {
 		err = perr
@@ -134,6 +142,7 @@ func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	r.values.Delete(client.ObjectKeyFromObject(b))
+	r.invalidReported.Delete(client.ObjectKeyFromObject(b))
 	if controllerutil.ContainsFinalizer(b, Finalizer) {
 		patch := client.MergeFrom(b.DeepCopy())
 		controllerutil.RemoveFinalizer(b, Finalizer)
@@ -186,6 +195,13 @@ func (r *Reconciler) deleteDeployment(ctx context.Context, bd *fleet.BundleDeplo
 
 // reconcileTargets does the work and records its outcome in b.Status.
 func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctrl.Result, error) {
+	// A name no BundleDeployment can carry: refused before anything is
+	// written (no Content, grant or values), and nothing deployed is
+	// deleted.
+	if err := bundleNameError(b.Name); err != nil {
+		setRejected(b, ReasonInvalidName, err)
+		return ctrl.Result{}, err
+	}
 	m, err := manifest.New(b.Spec.Resources)
 	if err != nil {
 		err = &target.BundleError{Err: fmt.Errorf("reading resources: %w", err)}
@@ -355,6 +371,10 @@ func targetInput(ctx context.Context, r client.Reader, objs *CachedObjects, b *f
 		}
 		gs := pointers(groups.Items)
 		for _, c := range clusters {
+			if !clusterNameFits(c) {
+				// No BundleDeployment can be written for it.
+				continue
+			}
 			in.Clusters = append(in.Clusters, target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, gs)})
 		}
 	}

@@ -25,6 +25,11 @@ const (
 	// ReasonWriteFailed: the manager could not write some of the bundle's
 	// BundleDeployments (or their Secrets); it retries with backoff.
 	ReasonWriteFailed = "WriteFailed"
+	// ReasonInvalidName: the Bundle's name is longer than a label value
+	// may be, so none of its BundleDeployments (labelled with it) can be
+	// written; it is refused whole until it is re-created under a shorter
+	// name.
+	ReasonInvalidName = "InvalidName"
 )
 
 // maxErrorsShown caps the per-cluster errors listed in the Ready message.
@@ -139,11 +144,17 @@ func progressOnly(old, cur *fleet.BundleStatus) bool {
 
 // setError records bad input that stops the whole bundle.
 func setError(b *fleet.Bundle, err error) {
+	setRejected(b, ReasonInvalid, err)
+}
+
+// setRejected records why the whole bundle is refused: Ready=False and
+// Stalled with reason, until the Bundle changes.
+func setRejected(b *fleet.Bundle, reason string, err error) {
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonInvalid, Message: err.Error(), ObservedGeneration: b.Generation,
+		Type: fleet.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error(), ObservedGeneration: b.Generation,
 	})
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
-		Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonInvalid, Message: err.Error(), ObservedGeneration: b.Generation,
+		Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, Reason: reason, Message: err.Error(), ObservedGeneration: b.Generation,
 	})
 	b.Status.Display.State = "Error"
 }
