@@ -239,9 +239,11 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return fmt.Errorf("helm.chart %s: no directory %q at %s", redact(src.url), src.dir, commit)
 	}
-	// The chart's files count against the budget of the whole Read.
+	// The chart's files count against the Read's budget until the bundle
+	// is built, like an extracted chart's (chartFetcher.charge).
 	checkout.readSize = cf.fs.readSize
 	chartFiles, err := checkout.loadDir(abs)
+	cf.charged += checkout.readSize - cf.fs.readSize
 	cf.fs.readSize = checkout.readSize
 	if err != nil {
 		return fmt.Errorf("helm.chart %s: %w", redact(src.url), err)

@@ -75,9 +75,9 @@ func fitSize(b *fleet.Bundle, limits Limits) error {
 	return nil
 }
 
-// charge counts n bytes of content held in memory for one Read that were
-// not read through readFile (files of downloaded and extracted charts)
-// against Limits.MaxTotalSize, the budget readFile counts repository files
+// charge counts n bytes of content held in memory that were not read
+// through readFile (files of downloaded and extracted charts) against
+// Limits.MaxTotalSize, the budget readFile counts repository files
 // against. The reader runs inside the manager: without one budget, a
 // chart with many dependencies that each expand to tens of MiB would
 // exhaust its memory, and a manager restarted by the OOM killer would
