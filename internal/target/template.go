@@ -101,10 +101,11 @@ func RenderValues(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.B
 
 // renderer caches parsed templates: one bundle's values text is usually
 // the same for every cluster, so it is parsed once, not once per cluster.
-// located caches the RenderError found for a values text and Go error.
+// located keeps which value a failure was located at, so that a bundle
+// failing on every cluster is searched once per pass (see locate).
 type renderer struct {
 	parsed  map[string]*template.Template
-	located map[string]error
+	located locator
 }
 
 func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) (fleet.BundleDeploymentOptions, error) {
@@ -122,7 +123,8 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 	}
 	// Label references see the cleaned labels, the same as .ClusterLabels.
 	lbls := cleanLabels(c.Labels)
-	values = replaceLabelRefs(values, lbls, 0).(map[string]interface{})
+	orig := values
+	values = replaceLabelRefs(orig, lbls, 0).(map[string]interface{})
 	if !h.DisablePreProcess {
 		ctx := templateContext(c, lbls)
 		data, err := yaml.Marshal(values)
@@ -138,7 +140,7 @@ func (r *renderer) render(opts fleet.BundleDeploymentOptions, c *fleet.Cluster) 
 		}
 		if err != nil {
 			// Go's error quotes the values; locate names the value instead.
-			return opts, r.locate(values, string(data), ctx, err)
+			return opts, r.locate(orig, values, ctx, err)
 		}
 		values = parsed
 		if values == nil {

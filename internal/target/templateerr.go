@@ -1,12 +1,16 @@
 package target
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/template"
 
 	"sigs.k8s.io/yaml"
@@ -35,9 +39,19 @@ type notYAMLError struct{ err error }
 
 func (e *notYAMLError) Error() string { return e.err.Error() }
 
+// locateRenders counts the values documents locate has tried, so that a
+// test can show that a search costs the same for 10 clusters as for 1,000.
+var locateRenders atomic.Int64
+
 // maxLocateTries bounds how many templated values are rendered on their own
 // to find the one that fails.
 const maxLocateTries = 200
+
+// maxLocateRendersPerPass bounds locate's renders in one targeting pass
+// (one renderer), whatever the number of clusters and failures: two
+// searches of maxLocateTries each, a few percent of a pass over 10,000
+// clusters that render their values anyway.
+const maxLocateRendersPerPass = 2 * maxLocateTries
 
 var (
 	// fieldChain is a template field reference such as .ClusterValues.host,
@@ -143,56 +157,180 @@ func isFunction(name string) bool { return funcMap[name] != nil || builtins[name
 // so Go's error points at a line of marshalled YAML (or of the output), and
 // an unclosed ${ } is reported where it ran into later values. Instead each
 // templated value (or key) is rendered on its own, the others replaced by
-// plain text, until one fails. Parse and execution errors are cached per
-// document and error, so a bundle failing on every cluster does the search
-// once.
-func (r *renderer) locate(values map[string]interface{}, text string, ctx map[string]interface{}, err error) error {
-	var ny *notYAMLError
-	cacheable := !errors.As(err, &ny)
-	key := text + "\x00" + err.Error()
-	if cacheable {
-		if e := r.located[key]; e != nil {
-			return e
-		}
+// plain text, until one fails the same way.
+//
+// A search costs up to maxLocateTries renders of the document, and a
+// bundle whose template fails usually fails on every cluster, so a search
+// is done once per pass for each failure: the result is kept under the
+// bundle's values as written (before label references, which differ per
+// cluster but never hold a template) and a failure class that leaves out
+// what differs per cluster, such as the cluster value quoted by a function
+// error or by YAML (see failureClass). What is left of the cost per cluster
+// is hashing the values and reading the error. Failures that differ on
+// every cluster cannot share a search (an output that breaks on a
+// different line for each cluster, say), so a pass does at most
+// maxLocateRendersPerPass renders; past that an error names only
+// helm.values, and which clusters got a path depends on the order they
+// were visited in.
+//
+// orig is the values before label references were replaced, values after.
+func (r *renderer) locate(orig, values map[string]interface{}, ctx map[string]interface{}, err error) error {
+	stage, class := failureClass(err)
+	kind := errorKind(err)
+	key := locateKey{values: valuesDigest(orig), class: class}
+	if e := r.located.found[key]; e != nil {
+		return e
 	}
-	out := &RenderError{Path: "helm.values", Kind: errorKind(err)}
+	out := &RenderError{Path: "helm.values", Kind: kind}
+	if r.located.tries >= maxLocateRendersPerPass {
+		// Not kept: it is the answer for every later miss anyway.
+		return out
+	}
 	paths := templatedPaths(values, "helm.values", nil)
-	for i := 0; i < len(paths) && i < maxLocateTries; i++ {
+	for i := 0; i < len(paths) && i < maxLocateTries && r.located.tries < maxLocateRendersPerPass; i++ {
 		n := 0
 		data, merr := yaml.Marshal(isolate(values, i, &n))
 		if merr != nil {
 			break
 		}
-		if _, verr := renderDocument("values", string(data), ctx); verr != nil {
-			out = &RenderError{Path: paths[i], Kind: errorKind(verr)}
-			break
+		r.located.tries++
+		verr := tryDocument(stage, string(data), ctx)
+		if verr == nil {
+			continue
 		}
-	}
-	if cacheable {
-		if r.located == nil {
-			r.located = map[string]error{}
+		// A value that fails another way than the document (an if/end
+		// split over two values no longer parses alone) is not the one.
+		if vstage, _ := failureClass(verr); vstage != stage || (stage == stageExecute && errorKind(verr) != kind) {
+			continue
 		}
-		r.located[key] = out
+		out = &RenderError{Path: paths[i], Kind: errorKind(verr)}
+		break
 	}
+	if r.located.found == nil {
+		r.located.found = map[locateKey]*RenderError{}
+	}
+	r.located.found[key] = out
 	return out
 }
 
-// renderDocument parses, executes and reads back a values document without
-// the renderer's cache (the variants locate tries are used once).
-func renderDocument(name, text string, ctx map[string]interface{}) (map[string]interface{}, error) {
-	t, err := newTemplate(name).Parse(text)
-	if err != nil {
-		return nil, err
+// locator is what locate keeps during one targeting pass (one renderer).
+type locator struct {
+	// found is the answer of each search done.
+	found map[locateKey]*RenderError
+	// tries counts the documents rendered by all searches.
+	tries int
+}
+
+// locateKey identifies a search whose answer holds for every cluster:
+// the bundle's values as written and the failure class.
+type locateKey struct {
+	values [sha256.Size]byte
+	class  string
+}
+
+// Stages of rendering a values document: the stage a failure happened in
+// is as far as a search needs to go for each value.
+const (
+	stageParse = iota
+	stageExecute
+	stageYAML
+)
+
+// execPosition is the line and column of the template action an execution
+// error happened at. Clusters with the same values as written marshal them
+// to the same lines (a label reference becomes a one-line label value on
+// its own line, never a template), so this points at the same action for
+// all of them.
+var execPosition = regexp.MustCompile(`^template: [^:]*:([0-9]+):([0-9]+): `)
+
+// failureClass is the stage err happened in and a class that is equal for
+// two clusters whose values document fails at the same place the same
+// way, without what differs per cluster (the cluster value a function
+// quotes, the rendered text YAML quotes):
+//   - a parse error depends on the template text alone;
+//   - an execution error on the action it happened at and its kind;
+//   - a YAML error on the output line and fixed problem errorKind keeps,
+//     so that clusters whose output breaks at different values do not
+//     share an answer.
+func failureClass(err error) (int, string) {
+	var ny *notYAMLError
+	if errors.As(err, &ny) {
+		return stageYAML, "yaml\x00" + errorKind(err)
+	}
+	var ee template.ExecError
+	if errors.As(err, &ee) {
+		pos := ""
+		if m := execPosition.FindStringSubmatch(err.Error()); m != nil {
+			pos = m[1] + ":" + m[2]
+		}
+		return stageExecute, "exec\x00" + pos + "\x00" + errorKind(err)
+	}
+	return stageParse, "parse"
+}
+
+// tryDocument takes a values document as far as stage and returns the
+// first error.
+func tryDocument(stage int, text string, ctx map[string]interface{}) error {
+	locateRenders.Add(1)
+	t, err := newTemplate("values").Parse(text)
+	if err != nil || stage == stageParse {
+		return err
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, ctx); err != nil {
-		return nil, err
+	if err := t.Execute(&b, ctx); err != nil || stage == stageExecute {
+		return err
 	}
 	out := map[string]interface{}{}
 	if err := yaml.Unmarshal([]byte(b.String()), &out); err != nil {
-		return nil, &notYAMLError{err: err}
+		return &notYAMLError{err: err}
 	}
-	return out, nil
+	return nil
+}
+
+// valuesDigest hashes values so that equal digests mean equal values,
+// without keeping or marshalling them.
+func valuesDigest(v interface{}) [sha256.Size]byte {
+	h := sha256.New()
+	hashValue(h, v)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// hashValue writes v to h, each part tagged with its type and each
+// string and collection with its length, so that no two values write the
+// same bytes. It runs for every failing cluster, so it avoids fmt for the
+// common types.
+func hashValue(h hash.Hash, v interface{}) {
+	switch t := v.(type) {
+	case map[string]interface{}:
+		hashHeader(h, 'm', len(t))
+		for _, k := range sortedKeys(t) {
+			hashHeader(h, 'k', len(k))
+			h.Write([]byte(k))
+			hashValue(h, t[k])
+		}
+	case []interface{}:
+		hashHeader(h, 'l', len(t))
+		for _, x := range t {
+			hashValue(h, x)
+		}
+	case string:
+		hashHeader(h, 's', len(t))
+		h.Write([]byte(t))
+	default:
+		s := fmt.Sprintf("%T:%v", t, t)
+		hashHeader(h, 'o', len(s))
+		h.Write([]byte(s))
+	}
+}
+
+// hashHeader writes a type tag and a length.
+func hashHeader(h hash.Hash, tag byte, n int) {
+	var b [9]byte
+	b[0] = tag
+	binary.LittleEndian.PutUint64(b[1:], uint64(n))
+	h.Write(b[:])
 }
 
 // newTemplate is a template with Fleet's delimiters, functions and options.
