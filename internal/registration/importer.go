@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +84,8 @@ var kubeconfigRecheck = 10 * time.Minute
 // Cluster's agent settings, the manager's agent image, API server or
 // check-in interval, and the apiServerURL/apiServerCA of the kubeconfig
 // Secret, looked at again every kubeconfigRecheck). Otherwise the manager
-// does not contact the cluster.
+// does not contact the cluster. A Cluster imported before the hash was
+// recorded waits its turn within backfillSpread.
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
 	over, err := r.currentOverride(ctx, cluster)
 	if err != nil {
@@ -95,6 +99,11 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	why := importReason(cluster, hash)
 	if why == "" {
 		return recheck, nil
+	}
+	if why == reasonConfigChanged && cluster.Status.AgentConfigHash == "" {
+		if wait := backfillDelay(cluster.UID, backfillStart(time.Now()), time.Now(), backfillSpread); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 	}
 	res, applied, err := r.doImport(ctx, cluster)
 	if err == nil && res.RequeueAfter == 0 && applied != over {
@@ -160,12 +169,17 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, fmt.Errorf("cannot reach the cluster with the kubeconfig: %w", err)}
 	}
 
-	values, res, err := r.importValues(ctx, cluster)
+	tokValues, res, err := r.importValues(ctx, cluster)
 	if err != nil || res.RequeueAfter > 0 {
 		return res, apiServerOverride{}, err
 	}
+	// The URL and CA are the manager's now, as hashed, not the token's:
+	// its values keep those of when they were written (a manager
+	// restarted with others would install the old ones, under the new
+	// hash, until the token expired).
 	over := overrideOf(kcSecret)
-	over.apply(values)
+	values := r.agentValues(cluster, over)
+	values.Token, values.TokenName = tokValues.Token, tokValues.TokenName
 	if values.APIServerURL == "" {
 		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
 	}
@@ -173,7 +187,7 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	if err != nil {
 		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, err}
 	}
-	objs, err := AgentObjects(r.agentManifest(cluster, *values))
+	objs, err := AgentObjects(r.agentManifest(cluster, values))
 	if err != nil {
 		return ctrl.Result{}, apiServerOverride{}, err
 	}
@@ -199,9 +213,47 @@ func importReason(cluster *fleet.Cluster, hash string) string {
 	case cluster.Status.AgentDeployedGeneration == nil || *cluster.Status.AgentDeployedGeneration != cluster.Spec.RedeployAgentGeneration:
 		return "redeployAgentGeneration changed"
 	case cluster.Status.AgentConfigHash != hash:
-		return "agent configuration changed"
+		return reasonConfigChanged
 	}
 	return ""
+}
+
+// reasonConfigChanged is importReason's answer when the hash differs.
+const reasonConfigChanged = "agent configuration changed"
+
+// backfillSpread is the time over which a manager upgraded from a version
+// that did not record status.agentConfigHash installs the agents it
+// imported before once more (their hash is empty, so it differs): each
+// cluster waits its own share of it instead of all being installed at
+// once, which would mint an import token and contact a downstream cluster
+// per cluster in one burst. A variable only so that tests can change it.
+var backfillSpread = 10 * time.Minute
+
+// backfill is when this process first met a cluster whose hash is to be
+// backfilled (not its start: a standby manager may lead hours later).
+var backfill struct {
+	once  sync.Once
+	start time.Time
+}
+
+// backfillStart is when the backfill started, now if it starts now.
+func backfillStart(now time.Time) time.Time {
+	backfill.once.Do(func() { backfill.start = now })
+	return backfill.start
+}
+
+// backfillDelay is how long a cluster whose hash is to be backfilled
+// still waits at now: its share of spread from start, the same for the
+// cluster at every look (its UID picks it), so that the clusters are
+// installed evenly over spread and each exactly once.
+func backfillDelay(uid types.UID, start, now time.Time, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uid))
+	offset := time.Duration(h.Sum64() % uint64(spread))
+	return max(start.Add(offset).Sub(now), 0)
 }
 
 // agentManifest is the agent manifest of cluster with values; import and
@@ -230,16 +282,11 @@ func (r *ClusterReconciler) agentConfigHash(cluster *fleet.Cluster) (string, err
 // (a new one for each import, and never written to status, not even
 // hashed) and the Cluster's labels (the agent sends them once, at
 // registration; the Cluster keeps them itself). The API server and CA are
-// the manager's (the token's values) unless the Secret replaces them; they
+// the manager's (agentValues) unless the Secret replaces them; they
 // enter the status only through this hash (and, as in Rancher Fleet,
 // status.apiServerURL and the CA's own hash).
 func (r *ClusterReconciler) agentConfigHashWith(cluster *fleet.Cluster, over apiServerOverride) (string, error) {
-	values := Values{
-		APIServerURL: r.Opts.APIServerURL, APIServerCA: string(r.Opts.APIServerCA),
-		ClusterNamespace: cluster.Namespace, SystemRegistrationNamespace: r.Opts.SystemRegistrationNamespace,
-	}
-	over.apply(&values)
-	m := r.agentManifest(cluster, values)
+	m := r.agentManifest(cluster, r.agentValues(cluster, over))
 	m.Labels = nil
 	objs, err := AgentObjects(m)
 	if err != nil {
@@ -251,6 +298,20 @@ func (r *ClusterReconciler) agentConfigHashWith(cluster *fleet.Cluster, over api
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// agentValues are the values of the agent installed on cluster, its
+// kubeconfig Secret holding over, but for the import token: the manager's
+// apiServerURL/apiServerCA unless the Secret replaces them. The hash and
+// doImport both take them from here, so that what is installed is what is
+// hashed.
+func (r *ClusterReconciler) agentValues(cluster *fleet.Cluster, over apiServerOverride) Values {
+	values := Values{
+		APIServerURL: r.Opts.APIServerURL, APIServerCA: string(r.Opts.APIServerCA),
+		ClusterNamespace: cluster.Namespace, SystemRegistrationNamespace: r.Opts.SystemRegistrationNamespace,
+	}
+	over.apply(&values)
+	return values
 }
 
 // apiServerOverride is the apiServerURL and apiServerCA of a kubeconfig

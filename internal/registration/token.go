@@ -276,15 +276,17 @@ func (r *TokenReconciler) checkinInterval() string {
 }
 
 // valuesCurrent reports whether the values handed out (a values Secret's
-// "values") carry the manager's current check-in interval: a manager
-// restarted with another agentCheckinInterval writes the values again, so
-// that clusters installed from an older token's values afterwards follow it.
+// "values") carry the manager's current check-in interval, apiServerURL
+// and apiServerCA: a manager restarted with other ones writes the values
+// again, so that clusters installed from an older token's values
+// afterwards follow it (and reach it where it now is).
 func (r *TokenReconciler) valuesCurrent(raw []byte) bool {
 	var v Values
 	if len(raw) == 0 || yaml.Unmarshal(raw, &v) != nil {
 		return false
 	}
-	return v.Internal[ValuesCheckinInterval] == r.checkinInterval()
+	return v.Internal[ValuesCheckinInterval] == r.checkinInterval() &&
+		v.APIServerURL == r.Opts.APIServerURL && v.APIServerCA == string(r.Opts.APIServerCA)
 }
 
 // cleanupToken revokes the import credential of a deleted token: its
