@@ -328,7 +328,10 @@ func (c *collector) Start(ctx context.Context) error {
 // unreachable manager never deletes anything. Each release is handled
 // under its BundleDeployment's lock, so that no deploy of it runs
 // meanwhile. A release that cannot be removed (its service account may
-// not delete its objects) does not hold up the others.
+// not delete its objects) does not hold up the others. Only releases the
+// agent wrote are listed (deployer.Releases verifies its signature on
+// their storage): a storage Secret anyone else created, whatever
+// BundleDeployment its labels name, is logged and left alone.
 func (r *Reconciler) collect(ctx context.Context) error {
 	refs, err := r.deployer.Releases(ctx)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -280,6 +279,10 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
+			if orDefault(ref.Namespace, releaseNS) == d.agentNamespace && ref.Name == SigningKeySecret {
+				// With it a bundle could sign release storage as the agent.
+				return nil, nil, fmt.Errorf("%w: valuesFrom secret %s: the agent's release signing key is not a values source", ErrRender, ref.Name)
+			}
 			s, err := core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
@@ -412,12 +415,16 @@ type UninstallInput struct {
 // and the caller retries; the agent never falls back to its own identity.
 // Objects Helm leaves because the identity may not even read them fail
 // it too, after the release is gone, so that the error is seen.
+//
+// Only revisions the agent wrote are read: what it deletes and the hooks
+// it runs are those of the latest of them. Storage Secrets of the release
+// it cannot verify are deleted with it, and nothing they list.
 func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 	sa, err := d.releaseServiceAccount(ctx, in)
 	if err != nil {
 		return err
 	}
-	ac, _, err := d.actionConfig(in.Namespace, sa)
+	ac, _, err := d.actionConfig(ctx, in.Namespace, sa)
 	if err != nil {
 		return err
 	}
@@ -448,6 +455,9 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 			return fmt.Errorf("uninstalled release %s/%s as %s, which left objects it could not read: %s",
 				in.Namespace, in.ReleaseName, d.identity(sa), strings.TrimSpace(res.Info))
 		}
+	}
+	if err := purgeLeftovers(ctx, ac, in.ReleaseName); err != nil {
+		return err
 	}
 	d.deployed.forget(releaseKey(in.Namespace, in.ReleaseName))
 	if !in.DeleteNamespace || in.KeepResources || d.protectedNamespace(in.Namespace) {
@@ -485,7 +495,7 @@ func (c *deleteErrors) Delete(resources kube.ResourceList, policy metav1.Deletio
 // as Deploy resolves it.
 func (d *Deployer) releaseServiceAccount(ctx context.Context, in UninstallInput) (string, error) {
 	name := in.ServiceAccount
-	ac, _, err := d.actionConfig(in.Namespace, "")
+	ac, _, err := d.actionConfig(ctx, in.Namespace, "")
 	if err != nil {
 		return "", err
 	}
@@ -522,85 +532,6 @@ func (d *Deployer) otherReleases(ctx context.Context, ns, release string) (bool,
 		}
 	}
 	return false, nil
-}
-
-// ReleaseRef is one release the agent deployed, found from its storage
-// Secrets.
-type ReleaseRef struct {
-	Name, Namespace string
-	// BundleDeployment is the full name of the BundleDeployment it came
-	// from; empty when that cannot be told (see Unresolved).
-	BundleDeployment string
-	// Unresolved is the storage label of a release whose label may be a
-	// BundleDeployment name cut to fit a label value, and whose latest
-	// revision does not name a BundleDeployment that the label is the cut
-	// of (unreadable, or not written by this agent). Nothing is removed
-	// for such a release: under the cut name the BundleDeployment would
-	// look gone while it exists.
-	Unresolved      string
-	KeepResources   bool
-	DeleteNamespace bool
-}
-
-// Releases lists this agent's releases with a single label-selected list of
-// Helm's storage Secrets. Each release is described by its latest revision
-// (the highest version, compared as a number: the API server lists v10
-// before v2): its flags are what the BundleDeployment last asked for,
-// whatever older revisions say.
-//
-// The BundleDeployment is the storage label, which is the full name for
-// names up to 63 characters (a label value's limit). A longer name is cut
-// (names.Limit) and the label alone cannot tell it from a name of that
-// length: only for a label that may be such a cut (mayBeCutName) is the
-// latest revision's payload, already in the list, decoded to read the full
-// name its chart records (annotation fleet.cattle.io/bundle-id).
-func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
-	list, err := d.core.Secrets("").List(ctx, metav1.ListOptions{
-		LabelSelector: "owner=helm," + StorageAgentNamespaceLbl + "=" + d.agentNamespace,
-	})
-	if err != nil {
-		return nil, err
-	}
-	type latest struct {
-		version int
-		secret  *corev1.Secret
-	}
-	byKey := map[string]latest{}
-	var keys []string
-	for i := range list.Items {
-		s := &list.Items[i]
-		if s.Labels["name"] == "" {
-			continue
-		}
-		// A revision without a readable version counts as the oldest.
-		v, err := strconv.Atoi(s.Labels["version"])
-		if err != nil {
-			v = -1
-		}
-		key := s.Namespace + "/" + s.Labels["name"]
-		cur, ok := byKey[key]
-		if !ok {
-			keys = append(keys, key)
-		}
-		if !ok || v > cur.version {
-			byKey[key] = latest{version: v, secret: s}
-		}
-	}
-	out := make([]ReleaseRef, 0, len(keys))
-	for _, key := range keys {
-		s := byKey[key].secret
-		ref := ReleaseRef{
-			Name: s.Labels["name"], Namespace: s.Namespace,
-			BundleDeployment: s.Labels[StorageBundleIDLabel],
-			KeepResources:    s.Labels[StorageKeepResourcesLabel] == "true",
-			DeleteNamespace:  s.Labels[StorageDeleteNSLabel] == "true",
-		}
-		if mayBeCutName(ref.BundleDeployment) {
-			ref.BundleDeployment, ref.Unresolved = fullBundleDeployment(s, ref.BundleDeployment)
-		}
-		out = append(out, ref)
-	}
-	return out, nil
 }
 
 // IsRenderError reports bad bundle content, which retrying does not fix.

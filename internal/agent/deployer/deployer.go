@@ -77,6 +77,14 @@ type Deployer struct {
 	namespaces *recent[struct{}]
 	// deployed remembers the objects of each release's last manifest.
 	deployed deployedObjects
+
+	// keyMu guards sig, the key the agent signs its release storage with
+	// (see trust.go), read or created on first use.
+	keyMu sync.Mutex
+	sig   *signer
+	// verdicts remembers, for Releases, which storage Secrets (by
+	// namespace/name and resourceVersion) the agent wrote.
+	verdicts verdicts
 }
 
 // Options configure a Deployer.
@@ -236,7 +244,14 @@ func namespaceKey(serviceAccount, ns string, opts fleet.BundleDeploymentOptions)
 		opts.AllowedTargetNamespaceSelector != nil, opts.NamespaceLabels, opts.NamespaceAnnotations)
 }
 
-func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
+// actionConfig is the Helm configuration of one action in namespace as
+// serviceAccount (resolved; empty is the agent's own identity). Its
+// storage shows Helm only the revisions the agent signed (releaseStore).
+func (d *Deployer) actionConfig(ctx context.Context, namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
+	sig, err := d.signer(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace, d.discovery)
 	ac := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
 	if err := ac.Init(getter, namespace, "secret"); err != nil {
@@ -259,6 +274,7 @@ func (d *Deployer) actionConfig(namespace, serviceAccount string) (*action.Confi
 		return nil, nil, err
 	}
 	store := newReleaseStore(newReleaseSecrets(core.Secrets(namespace)))
+	store.sig, store.namespace = sig, namespace
 	store.SetLogger(slog.DiscardHandler)
 	ac.Releases = storage.Init(store)
 	return ac, getter, nil
@@ -293,13 +309,21 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err != nil {
 		return nil, err
 	}
-	ac, getter, err := d.actionConfig(ns, sa)
+	ac, getter, err := d.actionConfig(ctx, ns, sa)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.adopt(ctx, ac, in.Name, name); err != nil {
 		return nil, err
 	}
 	last, err := d.lastRelease(ac, name)
 	if err != nil {
 		return nil, err
+	}
+	if last == nil {
+		if err := refuseForeign(ctx, ac, name); err != nil {
+			return nil, err
+		}
 	}
 	nsKey := namespaceKey(sa, ns, opts)
 	// A release stored in ns (Helm keeps it there, and it goes with the

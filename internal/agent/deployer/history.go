@@ -19,7 +19,6 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	corev1 "k8s.io/api/core/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/names"
@@ -106,51 +105,39 @@ func mayBeCutName(label string) bool {
 	return true
 }
 
-// fullBundleDeployment is the BundleDeployment of the release whose latest
-// revision is s and whose storage label, label, may be a cut name: the
-// name the revision's chart records, when label is that name cut (or that
-// name itself). Otherwise it returns no name and label as unresolved.
-func fullBundleDeployment(s *corev1.Secret, label string) (name, unresolved string) {
-	full, err := chartAnnotation(s.Data["release"], fleet.BundleIDAnnotation)
-	if err != nil || full == "" || names.Limit(full, maxLabelValue) != label {
+// resolveCut is full, the BundleDeployment a revision's chart records, when
+// label, its storage label, is full cut (or full itself); otherwise no
+// name, and label as unresolved.
+func resolveCut(full, label string) (name, unresolved string) {
+	if full == "" || names.Limit(full, maxLabelValue) != label {
 		return "", label
 	}
 	return full, ""
 }
 
-// chartAnnotation reads one annotation of the chart of a stored revision,
-// data being the "release" key of its storage Secret (Helm's encoding:
-// base64 of gzip, or of plain JSON for revisions stored before Helm
-// compressed them). Of the JSON only the chart's annotations are kept.
-func chartAnnotation(data []byte, key string) (string, error) {
+// decodeStored decodes a stored revision, data being the "release" key of
+// its storage Secret, in Helm's encoding: base64 of gzip, or of plain JSON
+// for revisions stored before Helm compressed them.
+func decodeStored(data []byte) (*release.Release, error) {
 	raw, err := base64.StdEncoding.DecodeString(string(data))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if len(raw) > 3 && bytes.Equal(raw[:3], []byte{0x1f, 0x8b, 0x08}) {
 		zr, err := gzip.NewReader(bytes.NewReader(raw))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		defer zr.Close()
 		if raw, err = io.ReadAll(zr); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	var rel struct {
-		Chart *struct {
-			Metadata *struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		} `json:"chart"`
+	rel := &release.Release{}
+	if err := json.Unmarshal(raw, rel); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(raw, &rel); err != nil {
-		return "", err
-	}
-	if rel.Chart == nil || rel.Chart.Metadata == nil {
-		return "", nil
-	}
-	return rel.Chart.Metadata.Annotations[key], nil
+	return rel, nil
 }
 
 func asV1(r ri.Releaser) (*release.Release, error) {
@@ -180,10 +167,16 @@ func toRelease(r ri.Releaser) (*Release, error) {
 }
 
 // Current returns the last deployed revision of a release, or nil when there
-// is none.
+// is none. Revisions of it stored before the agent signed its releases are
+// adopted first (see adopt): after an upgrade of the agent, this is the
+// first look at each BundleDeployment's release.
 func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*Release, error) {
-	ac, _, err := d.actionConfig(ReleaseNamespace(opts), opts.ServiceAccount)
+	ctx := context.Background()
+	ac, _, err := d.actionConfig(ctx, ReleaseNamespace(opts), opts.ServiceAccount)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.adopt(ctx, ac, bdName, ReleaseName(bdName, opts)); err != nil {
 		return nil, err
 	}
 	r, err := ac.Releases.Deployed(ReleaseName(bdName, opts))
@@ -199,14 +192,20 @@ func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*
 // CorrectDrift restores the objects of the deployed release by rolling back
 // to its current revision (which re-applies it and re-creates deleted
 // objects). Unless keepFailHistory, a failed attempt leaves no revision.
+// Only a revision the agent wrote is restored: the storage it reads shows
+// Helm no other (releaseStore).
 func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
 	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
-	sa, err := d.serviceAccount(context.Background(), opts.ServiceAccount)
+	ctx := context.Background()
+	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
 		return err
 	}
-	ac, _, err := d.actionConfig(ns, sa)
+	ac, _, err := d.actionConfig(ctx, ns, sa)
 	if err != nil {
+		return err
+	}
+	if err := d.adopt(ctx, ac, bdName, name); err != nil {
 		return err
 	}
 	v1, err := restorable(ac, name)

@@ -41,9 +41,19 @@ func TestMayBeCutName(t *testing.T) {
 	}
 }
 
-// fullBundleDeployment reads the name from a stored revision in Helm's
-// encodings (gzip, and plain JSON from before Helm compressed), and leaves
-// unresolved a revision that does not confirm the label.
+// fullBundleDeployment is what Releases makes of storage Secret s, a
+// revision the agent signed, and its storage label.
+func fullBundleDeployment(s *corev1.Secret, label string) (name, unresolved string) {
+	rel, err := decodeStored(s.Data["release"])
+	if err != nil {
+		return "", label
+	}
+	return resolveCut(chartBundleID(rel), label)
+}
+
+// The full name is read from a stored revision in Helm's encodings (gzip,
+// and plain JSON from before Helm compressed), and a revision that does
+// not confirm the label leaves it unresolved.
 func TestFullBundleDeploymentFromRevision(t *testing.T) {
 	full := named("bd-", 100)
 	label := names.Limit(full, maxLabelValue)
@@ -139,8 +149,21 @@ func TestReleasesNamesLongBundleDeployments(t *testing.T) {
 	if err != nil || len(list.Items) == 0 {
 		t.Fatalf("release %s: %d revisions (%v)", long, len(list.Items), err)
 	}
+	sig, err := d.signer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range list.Items {
 		s.Labels[StorageBundleIDLabel] = odd
+		// Signed again, as if the agent had written it so: a label
+		// changed by anyone else makes it no release of the agent's.
+		rel, err := decodeStored(s.Data["release"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Labels[SignatureLabel], err = sig.signature(ns, rel, s.Labels, false); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := d.core.Secrets(ns).Update(ctx, &s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -149,9 +172,16 @@ func TestReleasesNamesLongBundleDeployments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, r := range refs {
-		if r.Name == long && (r.BundleDeployment != "" || r.Unresolved != odd) {
-			t.Errorf("relabelled release: bundledeployment %q, unresolved %q; want none and %q", r.BundleDeployment, r.Unresolved, odd)
+		if r.Name == long {
+			found = true
+			if r.BundleDeployment != "" || r.Unresolved != odd {
+				t.Errorf("relabelled release: bundledeployment %q, unresolved %q; want none and %q", r.BundleDeployment, r.Unresolved, odd)
+			}
 		}
+	}
+	if !found {
+		t.Errorf("relabelled release %s not listed: %+v", long, refs)
 	}
 }

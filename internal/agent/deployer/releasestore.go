@@ -31,9 +31,20 @@ import (
 // garbage of an install.
 //
 // It can also hold back a pending revision (holdPending): see Create.
+//
+// With a signer (sig), it signs every revision it writes (SignatureLabel)
+// and shows Helm only revisions that carry a valid signature: whatever
+// someone else stored under the release's name is neither the current
+// release, nor in its history, nor deleted or uninstalled by Helm. Without
+// one (tests of the storage itself) it trusts all.
 type releaseStore struct {
 	*driver.Secrets
 	impl typedcorev1.SecretInterface
+
+	// sig signs and verifies the revisions of namespace, the one impl
+	// reads and writes.
+	sig       *signer
+	namespace string
 
 	// holdPending makes Create keep a pending revision in memory until
 	// its first Update, which then creates it as updated.
@@ -140,6 +151,9 @@ func (s *releaseStore) Create(key string, rel ri.Releaser) error {
 
 func (s *releaseStore) create(key string, rel ri.Releaser) error {
 	obj, err := secretOf(key, rel, "createdAt")
+	if err == nil {
+		err = s.sign(obj, rel)
+	}
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -171,6 +185,9 @@ func (s *releaseStore) Update(key string, rel ri.Releaser) error {
 	}
 	s.mu.Unlock()
 	obj, err := secretOf(key, rel, "modifiedAt")
+	if err == nil {
+		err = s.sign(obj, rel)
+	}
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
@@ -180,8 +197,36 @@ func (s *releaseStore) Update(key string, rel ri.Releaser) error {
 	return nil
 }
 
+// sign labels obj, the storage Secret of rel, with rel's signature.
+func (s *releaseStore) sign(obj *corev1.Secret, rel ri.Releaser) error {
+	if s.sig == nil {
+		return nil
+	}
+	r, err := asV1(rel)
+	if err != nil {
+		return err
+	}
+	sig, err := s.sig.signature(s.namespace, r, obj.Labels, true)
+	if err != nil {
+		return fmt.Errorf("signing release %q: %w", r.Name, err)
+	}
+	// Replaces the signature of the revision Helm copied the labels from.
+	obj.Labels[SignatureLabel] = sig
+	return nil
+}
+
+// trusted reports whether rel, as Helm's driver read it (with the labels
+// of its Secret), is a revision the agent wrote.
+func (s *releaseStore) trusted(rel ri.Releaser) bool {
+	if s.sig == nil {
+		return true
+	}
+	r, err := asV1(rel)
+	return err == nil && s.sig.verify(s.namespace, r, r.Labels)
+}
+
 // Get returns a held revision as Helm would read it back, else the stored
-// one.
+// one if the agent wrote it: any other is not found.
 func (s *releaseStore) Get(key string) (ri.Releaser, error) {
 	s.mu.Lock()
 	rel, ok := s.held[key]
@@ -189,10 +234,40 @@ func (s *releaseStore) Get(key string) (ri.Releaser, error) {
 	if ok {
 		return rel, nil
 	}
-	return s.Secrets.Get(key)
+	rel, err := s.Secrets.Get(key)
+	if err != nil {
+		return rel, err
+	}
+	if !s.trusted(rel) {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return rel, nil
 }
 
-// Delete forgets a held revision, or deletes a stored one.
+// List is Helm's, of the revisions the agent wrote.
+func (s *releaseStore) List(filter func(ri.Releaser) bool) ([]ri.Releaser, error) {
+	return s.Secrets.List(func(rel ri.Releaser) bool { return s.trusted(rel) && filter(rel) })
+}
+
+// Query is Helm's, of the revisions the agent wrote: none is not found.
+func (s *releaseStore) Query(labels map[string]string) ([]ri.Releaser, error) {
+	rels, err := s.Secrets.Query(labels)
+	if err != nil {
+		return rels, err
+	}
+	var out []ri.Releaser
+	for _, rel := range rels {
+		if s.trusted(rel) {
+			out = append(out, rel)
+		}
+	}
+	if len(out) == 0 {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return out, nil
+}
+
+// Delete forgets a held revision, or deletes a stored one the agent wrote.
 func (s *releaseStore) Delete(key string) (ri.Releaser, error) {
 	s.mu.Lock()
 	rel, ok := s.held[key]
@@ -201,7 +276,15 @@ func (s *releaseStore) Delete(key string) (ri.Releaser, error) {
 	if ok {
 		return rel, nil
 	}
-	return s.Secrets.Delete(key)
+	// Helm's Delete reads the revision first, too.
+	rel, err := s.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.impl.Delete(context.Background(), key, metav1.DeleteOptions{}); err != nil {
+		return nil, err
+	}
+	return rel, nil
 }
 
 // flush writes the revisions still held, as Helm would have left them, and
