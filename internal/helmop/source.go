@@ -2,14 +2,9 @@ package helmop
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/bundlereader"
@@ -102,14 +97,10 @@ func (r *Reconciler) configMapKnownHosts(ctx context.Context, auth *bundlereader
 	if ns == "" || len(auth.SSHPrivateKey) == 0 || len(auth.SSHKnownHosts) > 0 {
 		return nil
 	}
-	cm := &corev1.ConfigMap{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: git.KnownHostsConfigMap}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	kh, err := git.ReadKnownHostsConfigMap(ctx, r.APIReader, ns)
 	if err != nil {
-		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, git.KnownHostsConfigMap, err)
+		return err
 	}
-	auth.SSHKnownHosts = []byte(cm.Data[git.KeyKnownHosts])
+	auth.SSHKnownHosts = kh
 	return nil
 }

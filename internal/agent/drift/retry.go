@@ -1,11 +1,14 @@
 package drift
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // A deployed custom resource whose kind the agent cannot follow yet (its
@@ -30,6 +33,26 @@ const (
 	retryMax = 15 * time.Second
 )
 
+// mapErrLogEvery is how often the retry loop logs that one kind could not
+// be mapped for another reason than not existing (discovery failing): the
+// attempts repeat every few seconds, at once after each deploy, and for
+// every deployment using the kind, so each failure is not worth a line.
+const mapErrLogEvery = time.Minute
+
+// mapError is a failure to map a kind other than "no such kind", such as
+// discovery failing: the kind may or may not exist.
+type mapError struct {
+	gvk schema.GroupVersionKind
+	err error
+}
+
+func (e *mapError) Error() string { return fmt.Sprintf("mapping kind %s: %v", e.gvk, e.err) }
+func (e *mapError) Unwrap() error { return e.err }
+
+// mapErrLog remembers when the retry loop last logged each kind's mapping
+// error. Only the retry loop's goroutine uses it.
+type mapErrLog map[schema.GroupVersionKind]time.Time
+
 // objRef is a deployed object by its kind, as the chart renders it.
 type objRef struct {
 	gvk       schema.GroupVersionKind
@@ -51,7 +74,7 @@ type mapped struct {
 }
 
 // resolve maps refs with the mapper. Refs whose kind does not map are
-// returned apart; any other error fails the whole resolution.
+// returned apart; any other error (a *mapError) fails the whole resolution.
 func (w *Watcher) resolve(refs []objRef) (found []mapped, unmapped []objRef, err error) {
 	missing := map[schema.GroupVersionKind]bool{} // one lookup per unknown kind
 	for _, r := range refs {
@@ -66,7 +89,7 @@ func (w *Watcher) resolve(refs []objRef) (found []mapped, unmapped []objRef, err
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, &mapError{gvk: r.gvk, err: err}
 		}
 		found = append(found, mapped{key: keyFor(m, r.namespace, r.name), kind: m.GroupVersionKind})
 	}
@@ -93,6 +116,7 @@ func (w *Watcher) retryLoop() {
 	defer timer.Stop()
 	delay, armed := retryMin, false
 	var last time.Time
+	logged := mapErrLog{}
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -110,7 +134,7 @@ func (w *Watcher) retryLoop() {
 		case <-timer.C:
 			armed = false
 			last = time.Now()
-			left := w.retryPending()
+			left := w.retryPending(logged)
 			delay = min(2*delay, retryMax)
 			if left {
 				timer.Reset(delay)
@@ -123,8 +147,11 @@ func (w *Watcher) retryLoop() {
 // retryPending makes one attempt at every pending deployment and reports
 // whether some objects are still pending. Mapping happens without the lock
 // (a discovery refresh is a few requests); the result is registered only if
-// the deployment's pending objects did not change meanwhile.
-func (w *Watcher) retryPending() bool {
+// the deployment's pending objects did not change meanwhile. A mapping error
+// other than "no such kind" keeps the deployment pending; it is logged at
+// V(1) with the kind and the error (never the objects), at most once per
+// mapErrLogEvery and kind, as recorded in logged.
+func (w *Watcher) retryPending(logged mapErrLog) bool {
 	w.mu.Lock()
 	snap := make(map[types.NamespacedName]*pendingObjs, len(w.pending))
 	for bd, p := range w.pending {
@@ -133,7 +160,11 @@ func (w *Watcher) retryPending() bool {
 	w.mu.Unlock()
 	for bd, p := range snap {
 		found, unmapped, err := w.resolve(p.refs)
-		if err != nil || len(found) == 0 {
+		if err != nil {
+			w.logMapError(logged, err)
+			continue
+		}
+		if len(found) == 0 {
 			continue
 		}
 		tell := false
@@ -169,6 +200,21 @@ func (w *Watcher) retryPending() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.pending) > 0
+}
+
+// logMapError logs err, resolve's error, unless its kind's was logged
+// within mapErrLogEvery.
+func (w *Watcher) logMapError(logged mapErrLog, err error) {
+	var me *mapError
+	if !errors.As(err, &me) {
+		return
+	}
+	if at, ok := logged[me.gvk]; ok && time.Since(at) < mapErrLogEvery {
+		return
+	}
+	logged[me.gvk] = time.Now()
+	log.FromContext(w.ctx).WithName("drift").V(1).Info("cannot map a kind whose objects wait to be watched; retrying",
+		"kind", me.gvk.String(), "error", me.err.Error(), "quietFor", mapErrLogEvery.String())
 }
 
 // resourceGone stops the informer e, whose resource the API server does not

@@ -64,30 +64,13 @@ func remoteFor(ctx context.Context, r client.Reader, repo *fleet.GitRepo, opts O
 		// As in Fleet: without known_hosts in the Secret, the manager's
 		// known-hosts ConfigMap (the public git hosts' keys and the
 		// chart's additionalKnownHosts) verifies the server.
-		kh, err := systemKnownHosts(ctx, r, opts.SystemNamespace)
+		kh, err := git.ReadKnownHostsConfigMap(ctx, r, opts.SystemNamespace)
 		if err != nil {
 			return rem, err
 		}
 		rem.Credentials.KnownHosts = kh
 	}
 	return rem, nil
-}
-
-// systemKnownHosts reads the known-hosts ConfigMap of the system namespace;
-// nil when there is none.
-func systemKnownHosts(ctx context.Context, r client.Reader, ns string) ([]byte, error) {
-	if ns == "" {
-		return nil, nil
-	}
-	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: git.KnownHostsConfigMap}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, git.KnownHostsConfigMap, err)
-	}
-	return []byte(cm.Data[git.KeyKnownHosts]), nil
 }
 
 // helmPathAuth is one entry of the helmSecretNameForPaths Secret.
@@ -170,7 +153,7 @@ func configMapKnownHosts(ctx context.Context, r client.Reader, auth *bundlereade
 	if !needed {
 		return nil
 	}
-	kh, err := systemKnownHosts(ctx, r, ns)
+	kh, err := git.ReadKnownHostsConfigMap(ctx, r, ns)
 	auth.SSHKnownHosts = kh
 	return err
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Keys read from a client Secret. They match Kubernetes' basic-auth and
@@ -37,6 +40,28 @@ const (
 // has no known_hosts (as in Fleet; the chart fills it with the public git
 // hosts' keys and additionalKnownHosts).
 const KnownHostsConfigMap = "known-hosts"
+
+// ReadKnownHostsConfigMap returns the KeyKnownHosts entry of the
+// KnownHostsConfigMap in namespace, the manager's. Nil, and no error, when
+// namespace is empty or the ConfigMap does not exist: an SSH server is then
+// verified against nothing but the client Secret's known_hosts, and the
+// clone or chart fetch reports the missing key. GitRepo clones, their git::
+// chart sources and HelmOps read it here, so they agree on where it is and
+// how its absence is treated.
+func ReadKnownHostsConfigMap(ctx context.Context, r client.Reader, namespace string) ([]byte, error) {
+	if namespace == "" {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: KnownHostsConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, KnownHostsConfigMap, err)
+	}
+	return []byte(cm.Data[KeyKnownHosts]), nil
+}
 
 // insecureSkipHostKeyChecks is the manager's --insecure-skip-host-key-checks.
 var insecureSkipHostKeyChecks atomic.Bool
