@@ -165,6 +165,9 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 			result = updated
 		}
 	}
+	// undo is the values Secret write that the Bundle's has not followed
+	// yet: undone if the Bundle cannot be written (see undoValues).
+	var undo *valuesWrite
 	err = retry.RetryOnConflict(conflictBackoff, func() error {
 		existing := &fleet.Bundle{}
 		err := reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
@@ -192,7 +195,7 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 			// The Secret is owned by the Bundle, so it can only come
 			// second; meanwhile the manager waits for the values the
 			// hash announces.
-			_, err := writeValues(ctx, c, reader, obj, values)
+			_, err := writeValues(ctx, c, reader, obj, obj.Labels, values)
 			return err
 		}
 		if err != nil {
@@ -216,13 +219,21 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 		}
 		if values != nil {
 			// The Secret first: when the manager sees the Bundle's new
-			// hash, the values it names are already there.
-			wrote, err := writeValues(ctx, c, reader, existing, values)
+			// hash, the values it names are already there. Its labels
+			// are those the Bundle is written with.
+			w, err := writeValues(ctx, c, reader, existing, desired.Labels, values)
 			if err != nil {
 				return err
 			}
-			if wrote {
+			if w != nil {
 				changed()
+				if undo == nil {
+					undo = w
+				} else {
+					// Written again on a retry: undone to what it
+					// was before the first write.
+					undo.written = w.written
+				}
 			}
 		}
 		hadValues := existing.Spec.ValuesHash != ""
@@ -241,6 +252,8 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 			}
 			changed()
 		}
+		// The Bundle now names what the Secret holds.
+		undo = nil
 		if hadValues && desired.Spec.ValuesHash == "" {
 			// No values any more: the Bundle no longer names the
 			// Secret, which goes.
@@ -254,6 +267,14 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 		}
 		return nil
 	})
+	if err != nil && undo != nil {
+		// The Bundle was refused (admission, validation, size) or the
+		// retries ran out: its values Secret goes back to the values its
+		// hash names, rather than leaving it waiting for values.
+		if uerr := undoValues(ctx, c, undo); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
 	return result, err
 }
 

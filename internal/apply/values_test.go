@@ -280,7 +280,7 @@ func TestExtractSetValuesRoundTrip(t *testing.T) {
 
 	for name, targets := range map[string][]fleet.BundleTarget{
 		"unnamed":   {{BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "b"})}}}},
-		"duplicate": {{Name: "x", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "b"})}}}, {Name: "x"}},
+		"duplicate": {{Name: "x", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "b"})}}}, {Name: "x", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "c"})}}}},
 		"root key":  {{Name: apply.RootValuesKey, BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "b"})}}}},
 		"bad key":   {{Name: "a b", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Values: gm(map[string]interface{}{"a": "b"})}}}},
 	} {

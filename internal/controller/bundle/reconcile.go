@@ -224,7 +224,9 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		switch {
 		case errors.Is(err, errValuesPending):
 			setValuesPending(b, err)
-			return ctrl.Result{RequeueAfter: jitter(valuesRetry)}, nil
+			delay := r.valuesRetryAfter(client.ObjectKeyFromObject(b))
+			onValuesRetry(client.ObjectKeyFromObject(b), delay)
+			return ctrl.Result{RequeueAfter: jitter(delay)}, nil
 		case errors.As(err, &be):
 			setError(b, err)
 		}

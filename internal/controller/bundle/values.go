@@ -31,9 +31,9 @@ const ReasonValuesPending = "ValuesPending"
 // the API server; tests count the reads with it (export_test.go).
 var onValuesSecretRead = func(client.ObjectKey) {}
 
-// valuesRetry is how soon a Bundle waiting for its values is looked at
-// again when no event of its values Secret comes first.
-const valuesRetry = 5 * time.Second
+// onValuesRetry is called with the delay (before jitter) after which a
+// Bundle waiting for its values is looked at again; tests record it.
+var onValuesRetry = func(client.ObjectKey, time.Duration) {}
 
 // errValuesPending marks a values Secret that is missing or does not
 // match the Bundle's hash yet.
@@ -94,50 +94,121 @@ func valuesFromSecret(b *fleet.Bundle, sec *corev1.Secret) (*fleet.Bundle, error
 	return out, nil
 }
 
-// valuesEntry is a values Secret as the reconciler last read it.
+// valuesEntry is a Bundle's values Secret as the reconciler last read it.
 type valuesEntry struct {
+	// uid and resourceVersion are the Secret's, both "" when there was
+	// none.
 	uid             types.UID
 	resourceVersion string
-	// sec holds the data (never logged) and type; hash is of its data.
+	// sec holds the type and, for a values Secret only, the data (never
+	// logged); nil when there was none. hash is of the data of a values
+	// Secret, "" otherwise.
 	sec  *corev1.Secret
 	hash string
+	// waits counts the passes in a row that found the Secret not holding
+	// the values of the hash awaited, which sets when the Bundle is looked
+	// at again (valuesRetryAfter).
+	waits   int
+	awaited string
 }
+
+// Bounds of the delay after which a Bundle waiting for its values is
+// looked at again: it doubles with every pass that finds them still
+// missing. The Secret's watch wakes the Bundle at once when the Secret is
+// written; the retry is for the Secrets the watch cannot map to their
+// Bundle (written without an owner reference).
+const (
+	valuesRetry    = 5 * time.Second
+	valuesRetryMax = 5 * time.Minute
+)
 
 // bundleWithValues is withValues for the reconciler, which reconciles a
 // Bundle far more often than its values change: every burst of
 // BundleDeployment status reports does, and each GET of the Secret was an
 // API request per pass. So the Secret last read for each Bundle is kept
-// (r.values) and used again while the metadata informer (kept anyway, to
-// notice values Secrets being written) shows it unchanged (same UID and
-// resourceVersion) and it holds the values the Bundle's hash names; else
-// it is read again, so a Bundle whose new hash arrives before the
-// informer's copy of the Secret never waits for it. Only values Secrets
-// (of their type) are kept, in memory only, and go with the Bundle.
+// (r.values), and the metadata informer (kept anyway, to notice values
+// Secrets being written) decides whether it is read again:
+//   - while the Bundle's hash is that of the data kept, the data kept is
+//     used as long as the Secret is the same object (UID), even when it has
+//     changed since: a writer stores new values in the Secret before the new
+//     hash in the Bundle, and until the Bundle follows, the data kept is
+//     exactly what it names (reading the new data would report
+//     ValuesPending for nothing);
+//   - while the Bundle waits for the same hash and the Secret is as it was
+//     at the last read (or still missing), the verdict stands without a
+//     read;
+//   - otherwise (a new hash, a Secret changed, created or deleted), it is
+//     read again, so a Bundle whose new hash arrives before the informer's
+//     copy of the Secret never waits for it.
+//
+// Only values Secrets have their data kept, in memory only; entries go
+// with the Bundle.
 func (r *Reconciler) bundleWithValues(ctx context.Context, b *fleet.Bundle) (*fleet.Bundle, error) {
 	key := apply.ValuesSecretKey(b)
 	if b.Spec.ValuesHash == "" {
 		r.values.Delete(key)
 		return b, nil
 	}
+	var last *valuesEntry
 	if e, ok := r.values.Load(key); ok {
-		e := e.(*valuesEntry)
+		last = e.(*valuesEntry)
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		if err := r.Get(ctx, key, m); err == nil && m.UID == e.uid && m.ResourceVersion == e.resourceVersion && e.hash == b.Spec.ValuesHash {
-			return valuesFromSecret(b, e.sec)
+		err := r.Get(ctx, key, m)
+		switch {
+		case err == nil && m.UID == last.uid && last.hash == b.Spec.ValuesHash:
+			return valuesFromSecret(b, last.sec)
+		case last.awaited == b.Spec.ValuesHash && last.waits > 0 &&
+			((apierrors.IsNotFound(err) && last.uid == "") ||
+				(err == nil && m.UID == last.uid && m.ResourceVersion == last.resourceVersion)):
+			r.values.Store(key, last.waited())
+			return valuesFromSecret(b, last.sec)
 		}
 	}
 	sec, err := readValuesSecret(ctx, r.APIReader, key)
 	if err != nil {
 		return nil, err
 	}
-	if sec == nil || sec.Type != corev1.SecretType(fleet.SecretTypeBundleValues) {
-		r.values.Delete(key)
-	} else {
-		kept := &corev1.Secret{Type: sec.Type, Data: sec.Data}
-		r.values.Store(key, &valuesEntry{uid: sec.UID, resourceVersion: sec.ResourceVersion, sec: kept, hash: apply.HashValues(sec.Data)})
+	e := &valuesEntry{}
+	if sec != nil {
+		e.uid, e.resourceVersion = sec.UID, sec.ResourceVersion
+		e.sec = &corev1.Secret{Type: sec.Type}
+		if sec.Type == corev1.SecretType(fleet.SecretTypeBundleValues) {
+			e.sec.Data, e.hash = sec.Data, apply.HashValues(sec.Data)
+		}
 	}
-	return valuesFromSecret(b, sec)
+	out, verr := valuesFromSecret(b, e.sec)
+	if errors.Is(verr, errValuesPending) {
+		e.awaited = b.Spec.ValuesHash
+		if last != nil && last.awaited == e.awaited {
+			e.waits = last.waits
+		}
+		e = e.waited()
+	}
+	r.values.Store(key, e)
+	return out, verr
+}
+
+// waited is e after one more pass that found the values missing.
+func (e *valuesEntry) waited() *valuesEntry {
+	n := *e
+	n.waits++
+	return &n
+}
+
+// valuesRetryAfter is how soon the Bundle key, waiting for its values, is
+// looked at again: valuesRetry after the first pass that found them
+// missing, doubling with every further one, up to valuesRetryMax.
+func (r *Reconciler) valuesRetryAfter(key client.ObjectKey) time.Duration {
+	waits := 1
+	if e, ok := r.values.Load(key); ok {
+		waits = max(e.(*valuesEntry).waits, 1)
+	}
+	d := valuesRetry
+	for i := 1; i < waits && d < valuesRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, valuesRetryMax)
 }
 
 // deleteValuesSecret deletes the values Secret of the Bundle key, which is
@@ -200,25 +271,53 @@ func setValuesPending(b *fleet.Bundle, err error) {
 // valuesSecretHandler enqueues the Bundle that controls a values Secret
 // (named like it) when the Secret changes or goes, so that a Bundle waiting for
 // its values goes on as soon as they are written. It sees metadata only.
+// Every shard's manager watches every Secret, so it enqueues only the
+// Bundles of its own shard (ownValuesSecret): another shard's would cost
+// it an uncached read (movedToOtherShard) per write, and could have it
+// take their Secrets for orphans.
 func (r *Reconciler) valuesSecretHandler() handler.EventHandler {
-	enqueue := func(o client.Object, q queue) {
+	enqueue := func(ctx context.Context, q queue, objs ...client.Object) {
+		o := objs[len(objs)-1]
 		for _, ref := range o.GetOwnerReferences() {
 			gv, err := schema.ParseGroupVersion(ref.APIVersion)
 			if err != nil || gv.Group != fleet.GroupVersion.Group || ref.Kind != "Bundle" || ref.Controller == nil || !*ref.Controller || ref.Name != o.GetName() {
 				continue
 			}
-			q.Add(req(o.GetNamespace(), ref.Name))
+			if r.ownValuesSecret(ctx, objs...) {
+				q.Add(req(o.GetNamespace(), ref.Name))
+			}
+			return
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { enqueue(e.Object, q) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { enqueue(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
 			if e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() {
-				enqueue(e.ObjectNew, q)
+				enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
 			}
 		},
 		// Deleted under its Bundle: the status says at once that the
 		// values are missing (nothing deployed changes).
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) { enqueue(e.Object, q) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { enqueue(ctx, q, e.Object) },
 	}
+}
+
+// ownValuesSecret reports whether a values Secret (in any of the versions
+// an event shows, so a Secret moving between shards wakes both) belongs to
+// this replica's shard: it carries its Bundle's labels, the shard label
+// included. A Secret whose labels lag behind its Bundle's (written by an
+// earlier build, or by hand) still belongs here when the Bundle, as this
+// replica's cache holds it, does.
+func (r *Reconciler) ownValuesSecret(ctx context.Context, versions ...client.Object) bool {
+	for _, o := range versions {
+		if o.GetLabels()[fleet.ShardLabel] == r.Opts.ShardID {
+			return true
+		}
+	}
+	o := versions[len(versions)-1]
+	b := &fleet.Bundle{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, b); err != nil {
+		return false
+	}
+	return b.Labels[fleet.ShardLabel] == r.Opts.ShardID
 }

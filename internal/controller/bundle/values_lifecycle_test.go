@@ -248,10 +248,12 @@ func TestValuesSecretBadJSON(t *testing.T) {
 		return nil
 	})
 
-	// The Secret changes first: the Bundle waits for its hash, which is
-	// no stalled state any more.
+	// The Bundle names new values first (as Rancher Fleet's writers
+	// order it): it waits for them, which is no stalled state any more.
+	// (The other order keeps the verdict on the values the Bundle still
+	// names until its hash follows.)
 	good := map[string][]byte{apply.RootValuesKey: []byte(`{"password":"g00d"}`)}
-	update(t, ctx, sec, false, func() { sec.Data = good })
+	update(t, ctx, b, false, func() { b.Spec.ValuesHash = apply.HashValues(good) })
 	eventually(t, 30*time.Second, func() error {
 		got := &fleet.Bundle{}
 		if err := env.Client.Get(ctx, key, got); err != nil {
@@ -266,7 +268,7 @@ func TestValuesSecretBadJSON(t *testing.T) {
 		}
 		return nil
 	})
-	update(t, ctx, b, false, func() { b.Spec.ValuesHash = apply.HashValues(good) })
+	update(t, ctx, sec, false, func() { sec.Data = good })
 	waitValuesOK(t, ctx, key)
 	valuesOn(t, ctx, ws, "bad", map[string]map[string]interface{}{"ba": {"password": "g00d"}})
 }
