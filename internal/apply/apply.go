@@ -227,13 +227,11 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 			}
 			if w != nil {
 				changed()
-				if undo == nil {
-					undo = w
-				} else {
-					// Written again on a retry: undone to what it
-					// was before the first write.
-					undo.written = w.written
-				}
+				// Written again on a retry, the Secret had been
+				// changed since the first write by another writer,
+				// whose values (and Bundle) an undo must keep: the
+				// undo goes back to what this write found.
+				undo = w
 			}
 		}
 		hadValues := existing.Spec.ValuesHash != ""
@@ -271,7 +269,7 @@ func applyOne(ctx context.Context, c client.Client, reader client.Reader, desire
 		// The Bundle was refused (admission, validation, size) or the
 		// retries ran out: its values Secret goes back to the values its
 		// hash names, rather than leaving it waiting for values.
-		if uerr := undoValues(ctx, c, undo); uerr != nil {
+		if uerr := undoValues(ctx, c, reader, client.ObjectKeyFromObject(desired), undo); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}

@@ -280,10 +280,21 @@ const undoTimeout = 10 * time.Second
 // the Bundle until some later write succeeded. A Secret written by someone
 // else since w is theirs and stays (the UID and resourceVersion
 // preconditions); one w created is deleted.
-func undoValues(ctx context.Context, c client.Client, w *valuesWrite) error {
+//
+// The Bundle (key) is read again first, with reader (uncached), because a
+// failed write is not always a write that did not happen: one that timed
+// out on the client may have been stored, and then the Bundle names
+// exactly what w wrote, which must stay.
+func undoValues(ctx context.Context, c client.Client, reader client.Reader, key client.ObjectKey, w *valuesWrite) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	sec := w.written
+	live := &fleet.Bundle{}
+	if err := reader.Get(ctx, key, live); err == nil && live.Spec.ValuesHash == HashValues(sec.Data) {
+		return nil
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("restoring values Secret %s/%s: reading Bundle: %w", sec.Namespace, sec.Name, err)
+	}
 	var err error
 	if w.prev == nil {
 		uid, rv := sec.UID, sec.ResourceVersion

@@ -16,7 +16,23 @@ type retryLog struct {
 	delays []time.Duration
 }
 
+// valuesClocks holds, per Bundle, the time its values retry timer is
+// told it is (a *time.Time), so that a test decides which passes are the
+// timer's; Bundles not in it see the real time.
+var valuesClocks sync.Map // client.ObjectKey → *time.Time
+
+// SetValuesClock stops the values retry clock of the Bundle key at now.
+func SetValuesClock(key client.ObjectKey, now time.Time) {
+	valuesClocks.Store(key, &now)
+}
+
 func init() {
+	valuesNow = func(key client.ObjectKey) time.Time {
+		if v, ok := valuesClocks.Load(key); ok {
+			return *v.(*time.Time)
+		}
+		return time.Now()
+	}
 	onValuesRetry = func(key client.ObjectKey, d time.Duration) {
 		l, _ := valuesRetries.LoadOrStore(key, &retryLog{})
 		rl := l.(*retryLog)

@@ -35,6 +35,10 @@ var onValuesSecretRead = func(client.ObjectKey) {}
 // Bundle waiting for its values is looked at again; tests record it.
 var onValuesRetry = func(client.ObjectKey, time.Duration) {}
 
+// valuesNow is the clock of the values retry timer (valuesRetryAfter);
+// tests stop it for their Bundles to tell the timer's passes from others.
+var valuesNow = func(client.ObjectKey) time.Time { return time.Now() }
+
 // errValuesPending marks a values Secret that is missing or does not
 // match the Bundle's hash yet.
 var errValuesPending = errors.New("waiting for the bundle's values Secret")
@@ -105,18 +109,23 @@ type valuesEntry struct {
 	// Secret, "" otherwise.
 	sec  *corev1.Secret
 	hash string
-	// waits counts the passes in a row that found the Secret not holding
-	// the values of the hash awaited, which sets when the Bundle is looked
-	// at again (valuesRetryAfter).
+	// waits counts the retry timer's passes in a row that found the
+	// Secret not holding the values of the hash awaited, which sets when
+	// the Bundle is looked at again (valuesRetryAfter). due is when the
+	// timer set last is to fire: passes before it (the Bundle's own
+	// changes, bursts of BundleDeployment status reports) do not count,
+	// or a Bundle waiting for a Secret that no watch event announces
+	// would reach the longest delay within seconds.
 	waits   int
+	due     time.Time
 	awaited string
 }
 
 // Bounds of the delay after which a Bundle waiting for its values is
-// looked at again: it doubles with every pass that finds them still
-// missing. The Secret's watch wakes the Bundle at once when the Secret is
-// written; the retry is for the Secrets the watch cannot map to their
-// Bundle (written without an owner reference).
+// looked at again: it doubles with every pass of the retry timer that
+// finds them still missing. The Secret's watch wakes the Bundle at once
+// when the Secret is written; the retry is for the Secrets the watch
+// cannot map to their Bundle (written without an owner reference).
 const (
 	valuesRetry    = 5 * time.Second
 	valuesRetryMax = 5 * time.Minute
@@ -161,7 +170,6 @@ func (r *Reconciler) bundleWithValues(ctx context.Context, b *fleet.Bundle) (*fl
 		case last.awaited == b.Spec.ValuesHash && last.waits > 0 &&
 			((apierrors.IsNotFound(err) && last.uid == "") ||
 				(err == nil && m.UID == last.uid && m.ResourceVersion == last.resourceVersion)):
-			r.values.Store(key, last.waited())
 			return valuesFromSecret(b, last.sec)
 		}
 	}
@@ -181,34 +189,43 @@ func (r *Reconciler) bundleWithValues(ctx context.Context, b *fleet.Bundle) (*fl
 	if errors.Is(verr, errValuesPending) {
 		e.awaited = b.Spec.ValuesHash
 		if last != nil && last.awaited == e.awaited {
-			e.waits = last.waits
+			e.waits, e.due = last.waits, last.due
 		}
-		e = e.waited()
 	}
 	r.values.Store(key, e)
 	return out, verr
 }
 
-// waited is e after one more pass that found the values missing.
-func (e *valuesEntry) waited() *valuesEntry {
-	n := *e
-	n.waits++
-	return &n
-}
-
 // valuesRetryAfter is how soon the Bundle key, waiting for its values, is
 // looked at again: valuesRetry after the first pass that found them
-// missing, doubling with every further one, up to valuesRetryMax.
+// missing, doubling with every pass of the retry timer (one at or after
+// the time it was set for) that finds them still missing, up to
+// valuesRetryMax. Other passes leave the delay, and the timer already set,
+// as they are. Called on the passes that found the values missing only
+// (bundleWithValues has stored the entry); a Bundle is reconciled by one
+// worker at a time, so the entry is not written concurrently.
 func (r *Reconciler) valuesRetryAfter(key client.ObjectKey) time.Duration {
-	waits := 1
-	if e, ok := r.values.Load(key); ok {
-		waits = max(e.(*valuesEntry).waits, 1)
+	e := &valuesEntry{}
+	if v, ok := r.values.Load(key); ok {
+		e = v.(*valuesEntry)
+	}
+	now := valuesNow(key)
+	counted := e.waits == 0 || !now.Before(e.due)
+	waits := e.waits
+	if counted {
+		waits++
 	}
 	d := valuesRetry
 	for i := 1; i < waits && d < valuesRetryMax; i++ {
 		d *= 2
 	}
-	return min(d, valuesRetryMax)
+	d = min(d, valuesRetryMax)
+	if counted {
+		n := *e
+		n.waits, n.due = waits, now.Add(d)
+		r.values.Store(key, &n)
+	}
+	return d
 }
 
 // deleteValuesSecret deletes the values Secret of the Bundle key, which is
