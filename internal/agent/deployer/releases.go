@@ -65,27 +65,34 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 	type revision struct {
 		version int
 		secret  *corev1.Secret
+		verdict verdict
 	}
+	seen := d.verdicts.begin()
+	defer d.verdicts.end(seen)
 	byKey := map[string][]revision{}
 	var keys []string
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Labels["name"] == "" {
-			continue
+		// A revision the agent wrote is grouped and ordered by what its
+		// signature covers; any other by its labels, only to be logged.
+		v := d.verdicts.of(seen, sig, s)
+		name, version := v.name, v.version
+		if !v.trusted {
+			if name = s.Labels["name"]; name == "" {
+				continue
+			}
+			// A revision without a readable version counts as the oldest.
+			var err error
+			if version, err = strconv.Atoi(s.Labels["version"]); err != nil {
+				version = -1
+			}
 		}
-		// A revision without a readable version counts as the oldest.
-		v, err := strconv.Atoi(s.Labels["version"])
-		if err != nil {
-			v = -1
-		}
-		key := s.Namespace + "/" + s.Labels["name"]
+		key := s.Namespace + "/" + name
 		if _, ok := byKey[key]; !ok {
 			keys = append(keys, key)
 		}
-		byKey[key] = append(byKey[key], revision{version: v, secret: s})
+		byKey[key] = append(byKey[key], revision{version: version, secret: s, verdict: v})
 	}
-	seen := d.verdicts.begin()
-	defer d.verdicts.end(seen)
 	log := crlog.FromContext(ctx)
 	out := make([]ReleaseRef, 0, len(keys))
 	for _, key := range keys {
@@ -93,13 +100,13 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 		slices.SortFunc(revs, func(a, b revision) int { return b.version - a.version })
 		// Newest first, up to the latest the agent wrote.
 		var latest *corev1.Secret
-		var chartBundleID string
+		var chartBundleID, latestName string
 		var ignored []string
 		reason := ""
 		for _, r := range revs {
-			v := d.verdicts.of(seen, sig, r.secret)
+			v := r.verdict
 			if v.trusted {
-				latest, chartBundleID = r.secret, v.bundleID
+				latest, chartBundleID, latestName = r.secret, v.bundleID, v.name
 				break
 			}
 			ignored = append(ignored, r.secret.Name)
@@ -115,7 +122,7 @@ func (d *Deployer) Releases(ctx context.Context) ([]ReleaseRef, error) {
 			continue
 		}
 		ref := ReleaseRef{
-			Name: latest.Labels["name"], Namespace: latest.Namespace,
+			Name: latestName, Namespace: latest.Namespace,
 			BundleDeployment: latest.Labels[StorageBundleIDLabel],
 			KeepResources:    latest.Labels[StorageKeepResourcesLabel] == "true",
 			DeleteNamespace:  latest.Labels[StorageDeleteNSLabel] == "true",
@@ -136,6 +143,10 @@ type verdict struct {
 	reason string
 	// bundleID is the chart's fleet.cattle.io/bundle-id of a trusted one.
 	bundleID string
+	// name and version are the release and revision a trusted one's
+	// signed payload is.
+	name    string
+	version int
 }
 
 // verdicts remembers the verdicts of the last Releases, so that a Secret
@@ -184,8 +195,8 @@ func judge(sig *signer, s *corev1.Secret) verdict {
 		out.reason = "unreadable"
 		return out
 	}
-	if !sig.verify(s.Namespace, rel, s.Labels) {
-		out.reason = "its signature is not this agent's, or it changed since it was signed"
+	if !sig.verifySecret(s, rel) {
+		out.reason = "its signature is not this agent's, it changed since it was signed, or its name or labels are not the signed revision's"
 		if sig.beforeKey(s) {
 			out.reason = "signed with a key this agent no longer has; kept, and adopted when its bundledeployment deploys it again"
 		}
@@ -193,6 +204,7 @@ func judge(sig *signer, s *corev1.Secret) verdict {
 	}
 	out.trusted = true
 	out.bundleID = chartBundleID(rel)
+	out.name, out.version = rel.Name, rel.Version
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // releaseStore is Helm's Secrets storage driver with its own writer of
@@ -157,13 +161,44 @@ func (s *releaseStore) create(key string, rel ri.Releaser) error {
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	if _, err := s.impl.Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+	ctx := context.Background()
+	_, err = s.impl.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) && s.sig != nil {
+		err = s.replaceForeign(ctx, obj)
+	}
+	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return driver.ErrReleaseExists
 		}
 		return fmt.Errorf("create: failed to create: %w", err)
 	}
 	return nil
+}
+
+// replaceForeign stores obj, a new revision, where a Secret is already
+// stored under its name. Helm never sees that Secret unless the agent
+// wrote it (Get, Query): one it did not write — someone else's, under the
+// name of the agent's next revision — would otherwise fail every deploy
+// of the release. So it is deleted (storage only, never what it lists,
+// as purgeLeftovers does; under its UID, so a Secret replaced meanwhile
+// stays) and obj created again. One the agent wrote is a revision Helm
+// should have seen: it is named in the error.
+func (s *releaseStore) replaceForeign(ctx context.Context, obj *corev1.Secret) error {
+	old, err := s.impl.Get(ctx, obj.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading storage Secret %s/%s, which is in the way of a new revision: %w", s.namespace, obj.Name, err)
+	}
+	if rel, derr := decodeStored(old.Data["release"]); derr == nil && s.sig.verifySecret(old, rel) {
+		return fmt.Errorf("storage Secret %s/%s is already a revision this agent wrote: %w", s.namespace, obj.Name, driver.ErrReleaseExists)
+	}
+	crlog.FromContext(ctx).Info("deleting Helm release storage this agent did not write, stored under the name of its next revision (the Secret only, nothing it lists)",
+		"secret", s.namespace+"/"+obj.Name)
+	err = s.impl.Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting storage Secret %s/%s, which this agent did not write, in the way of a new revision: %w", s.namespace, obj.Name, err)
+	}
+	_, err = s.impl.Create(ctx, obj, metav1.CreateOptions{})
+	return err
 }
 
 // Update replaces a stored revision, or creates a held one.
@@ -215,14 +250,43 @@ func (s *releaseStore) sign(obj *corev1.Secret, rel ri.Releaser) error {
 	return nil
 }
 
-// trusted reports whether rel, as Helm's driver read it (with the labels
-// of its Secret), is a revision the agent wrote.
-func (s *releaseStore) trusted(rel ri.Releaser) bool {
+// trusted reports whether rel, as Helm's driver read it from the Secret
+// named key (with the labels of that Secret), is a revision the agent
+// wrote (signer.verifySecret).
+func (s *releaseStore) trusted(key string, rel ri.Releaser) bool {
 	if s.sig == nil {
 		return true
 	}
 	r, err := asV1(rel)
-	return err == nil && s.sig.verify(s.namespace, r, r.Labels)
+	if err != nil || r == nil {
+		return false
+	}
+	return s.sig.verifySecret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key, Namespace: s.namespace, Labels: r.Labels}}, r)
+}
+
+// listTrusted is Helm's driver's List and Query: the revisions stored in
+// the Secrets selector selects, each with its Secret's labels, but only
+// those the agent wrote. Helm's driver does not say which Secret a
+// revision came from, and a signed revision copied under another name is
+// not the agent's.
+func (s *releaseStore) listTrusted(selector string) ([]ri.Releaser, error) {
+	list, err := s.impl.List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	var out []ri.Releaser
+	for i := range list.Items {
+		item := &list.Items[i]
+		r, err := decodeStored(item.Data["release"])
+		if err != nil {
+			continue
+		}
+		r.Labels = item.Labels
+		if s.trusted(item.Name, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Get returns a held revision as Helm would read it back, else the stored
@@ -234,32 +298,64 @@ func (s *releaseStore) Get(key string) (ri.Releaser, error) {
 	if ok {
 		return rel, nil
 	}
-	rel, err := s.Secrets.Get(key)
-	if err != nil {
-		return rel, err
+	if s.sig == nil {
+		return s.Secrets.Get(key)
 	}
-	if !s.trusted(rel) {
+	// Read here rather than through Helm's driver, which drops the labels
+	// name, version and owner that verification compares with the payload.
+	obj, err := s.impl.Get(context.Background(), key, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, driver.ErrReleaseNotFound
+		}
+		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
+	}
+	r, err := decodeStored(obj.Data["release"])
+	if err != nil {
+		return nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
+	}
+	if !s.sig.verifySecret(obj, r) {
 		return nil, driver.ErrReleaseNotFound
 	}
-	return rel, nil
+	// As Helm's Get returns it: without the labels Helm itself sets.
+	r.Labels = maps.Clone(obj.Labels)
+	for _, k := range []string{"name", "owner", "status", "version", "createdAt", "modifiedAt"} {
+		delete(r.Labels, k)
+	}
+	return r, nil
 }
 
 // List is Helm's, of the revisions the agent wrote.
 func (s *releaseStore) List(filter func(ri.Releaser) bool) ([]ri.Releaser, error) {
-	return s.Secrets.List(func(rel ri.Releaser) bool { return s.trusted(rel) && filter(rel) })
+	if s.sig == nil {
+		return s.Secrets.List(filter)
+	}
+	rels, err := s.listTrusted(k8slabels.Set{"owner": "helm"}.String())
+	if err != nil {
+		return nil, fmt.Errorf("list: failed to list: %w", err)
+	}
+	var out []ri.Releaser
+	for _, rel := range rels {
+		if filter(rel) {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
 }
 
 // Query is Helm's, of the revisions the agent wrote: none is not found.
 func (s *releaseStore) Query(labels map[string]string) ([]ri.Releaser, error) {
-	rels, err := s.Secrets.Query(labels)
-	if err != nil {
-		return rels, err
+	if s.sig == nil {
+		return s.Secrets.Query(labels)
 	}
-	var out []ri.Releaser
-	for _, rel := range rels {
-		if s.trusted(rel) {
-			out = append(out, rel)
+	for _, v := range labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) != 0 {
+			return nil, fmt.Errorf("invalid label value: %q: %s", v, strings.Join(errs, "; "))
 		}
+	}
+	out, err := s.listTrusted(k8slabels.Set(labels).String())
+	if err != nil {
+		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, driver.ErrReleaseNotFound

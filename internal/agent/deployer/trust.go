@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,6 +54,8 @@ const (
 	SigningKeySecret = "fleet-agent-release-signing-key"
 	signingKeyField  = "key"
 	signingKeyLen    = 32
+	// signerLoadTimeout bounds reading (or creating) the key.
+	signerLoadTimeout = 30 * time.Second
 )
 
 // signedStorageLabels are the storage labels a signature covers: what
@@ -154,14 +157,37 @@ func asJSONStores(s string) string {
 }
 
 // verify reports whether rel, read from a storage Secret of namespace ns
-// with labels lbls, carries this signer's signature.
+// with labels lbls, carries this signer's signature. The labels Helm and
+// the agent select and sort revisions by (name, version, owner) must say
+// what the signed payload says: a copy of a signed Secret relabelled as
+// another release, or as a later revision, is not the agent's.
 func (s *signer) verify(ns string, rel *release.Release, lbls map[string]string) bool {
 	got := lbls[SignatureLabel]
-	if got == "" || rel == nil || rel.Namespace != ns {
+	if got == "" || rel == nil || rel.Namespace != ns || !labelsMatch(rel, lbls) {
 		return false
 	}
 	want, err := s.signature(ns, rel, lbls, false)
 	return err == nil && hmac.Equal([]byte(got), []byte(want))
+}
+
+// labelsMatch reports whether storage labels lbls name rel as its payload
+// does.
+func labelsMatch(rel *release.Release, lbls map[string]string) bool {
+	return lbls["name"] == rel.Name && lbls["version"] == strconv.Itoa(rel.Version) && lbls["owner"] == "helm"
+}
+
+// storageKey is the name of the Secret Helm stores revision version of
+// release name in.
+func storageKey(name string, version int) string {
+	return "sh.helm.release.v1." + name + ".v" + strconv.Itoa(version)
+}
+
+// verifySecret reports whether rel, decoded from storage Secret sec, is a
+// revision the agent wrote: signed (verify) and stored under the name
+// Helm gives that revision, so that a signed revision copied to another
+// Secret name is not the agent's either.
+func (s *signer) verifySecret(sec *corev1.Secret, rel *release.Release) bool {
+	return rel != nil && sec.Name == storageKey(rel.Name, rel.Version) && s.verify(sec.Namespace, rel, sec.Labels)
 }
 
 // beforeKey reports whether storage Secret sec was created before the key
@@ -180,7 +206,12 @@ func (d *Deployer) signer(ctx context.Context) (*signer, error) {
 	if d.sig != nil {
 		return d.sig, nil
 	}
-	sig, err := loadSigner(ctx, d.core, d.agentNamespace)
+	// Bounded: keyMu is held meanwhile, and Current and CorrectDrift
+	// pass a context that never ends, so a hung read would otherwise
+	// block every deploy of the agent for good.
+	lctx, cancel := context.WithTimeout(ctx, signerLoadTimeout)
+	defer cancel()
+	sig, err := loadSigner(lctx, d.core, d.agentNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +303,12 @@ func (d *Deployer) adopt(ctx context.Context, ac *action.Configuration, bdName, 
 			continue
 		}
 		rel, err := decodeStored(sec.Data["release"])
-		if err != nil || store.sig.verify(ns, rel, sec.Labels) {
+		if err != nil || store.sig.verifySecret(sec, rel) {
+			continue
+		}
+		// Only a revision labelled and named as Helm stores it: the
+		// signature made now would vouch for those labels too.
+		if sec.Name != storageKey(rel.Name, rel.Version) || !labelsMatch(rel, sec.Labels) {
 			continue
 		}
 		if rel.Name != name || rel.Namespace != ns || rel.Chart == nil || rel.Chart.Metadata == nil ||
