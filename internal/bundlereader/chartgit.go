@@ -8,10 +8,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
-	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -177,17 +175,16 @@ func (cf *chartFetcher) hostKeyError(src gitChart, err error) error {
 }
 
 // sshServer is host:port of an SSH URL (ssh:// or user@host:path), as
-// known_hosts lists servers; the URL, redacted, when it cannot be parsed.
+// known_hosts lists servers ([2001:db8::1]:22 for an IPv6 literal); the
+// URL, redacted, when it cannot be parsed. git.HostPort reads it, the
+// reading that also scopes a HelmOp's credentials, so the server an error
+// names is the one the key was scoped to.
 func sshServer(u string) string {
-	ep, err := transport.NewEndpoint(u)
-	if err != nil || ep.Host == "" {
+	host, port, err := git.HostPort(u)
+	if err != nil {
 		return redact(u)
 	}
-	port := ep.Port
-	if port == 0 {
-		port = 22
-	}
-	return net.JoinHostPort(ep.Host, strconv.Itoa(port))
+	return net.JoinHostPort(host, port)
 }
 
 // fromGit checks out a chart from a git repository: the commit ref names

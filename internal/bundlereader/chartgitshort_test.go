@@ -27,6 +27,7 @@ func TestExpandGitShorthand(t *testing.T) {
 		{in: "github.com//repo", ok: false},
 		{in: "charts/github.com/org/repo", ok: false},
 		{in: "example.com/org/repo", ok: false},
+		{in: "https://github.com/org/repo", ok: false},
 	} {
 		got, ok := expandGitShorthand(tc.in)
 		if ok != tc.ok || got != tc.want {

@@ -2,7 +2,6 @@ package helmop
 
 import (
 	"context"
-	"net/url"
 	"regexp"
 	"strings"
 
@@ -41,15 +40,18 @@ func chartSource(h *fleet.HelmOptions) *fleet.HelmOptions {
 	return out
 }
 
-// sameHost is the helm repo URL regex of a HelmOp: only URLs on the host
+// sameHost is the helm repo URL regex of a HelmOp: only URLs on the server
 // of the chart's repository (helm.repo, else helm.chart: http(s), oci://,
 // git:: over HTTP(S) or SSH, scp-like user@host:path, a GitHub shorthand)
-// match it, with the chart's scheme and port and any user, so that the
-// credentials of helmSecretName (password or SSH key) are never sent to
-// another host an index or a chart points a download at. The bundle
-// reader matches it against the repository, registry or git URL as
-// written (an SSH one with its git@ user) and against dependency
-// repositories. A chart whose host cannot be told gets matchNothing.
+// match it, with the chart's scheme, host and port (git.HostPort's reading:
+// a URL without a port is on its scheme's default port, so https://host
+// and https://host:443 match each other, and an scp-like git@host:path is
+// port 22, never host:2222:path) and any user, so that the credentials of
+// helmSecretName (password or SSH key) are never sent to another server
+// an index or a chart points a download at. The bundle reader matches it
+// against the repository, registry or git URL as written (an SSH one with
+// its git@ user) and against dependency repositories. A chart whose server
+// cannot be told gets matchNothing.
 func sameHost(h *fleet.HelmOptions) string {
 	h = chartSource(h)
 	if h == nil {
@@ -60,28 +62,49 @@ func sameHost(h *fleet.HelmOptions) string {
 		raw = h.Chart
 	}
 	raw = strings.TrimPrefix(raw, "git::")
-	if strings.Contains(raw, "://") {
-		u, err := url.Parse(raw)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return matchNothing
-		}
-		return "(?i)^" + regexp.QuoteMeta(u.Scheme) + "://" + userInfo + regexp.QuoteMeta(u.Host) + "(/|$)"
+	host, port, err := git.HostPort(raw)
+	if err != nil {
+		return matchNothing
 	}
+	if scheme := git.URLScheme(raw); scheme != "" {
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		return "(?i)^" + regexp.QuoteMeta(scheme) + "://" + userInfo + regexp.QuoteMeta(host) + urlPort(scheme, port) + "(/|$)"
+	}
+	// scp-like: only with a user, as the bundle reader takes it for SSH
+	// (git.IsSSH); the scope then matches scp-like URLs only.
 	if !git.IsSSH(raw) {
 		return matchNothing
 	}
-	// scp-like [user@]host:[port:]path, read as go-git does: the user ends
-	// at the first "@", the host at the next ":".
-	at := strings.Index(raw, "@")
-	host, rest, _ := strings.Cut(raw[at+1:], ":")
-	if host == "" || strings.ContainsAny(host, "/@ \t") {
-		return matchNothing
+	scope := "(?i)^([^@/:\\s]+@)?" + regexp.QuoteMeta(host) + ":"
+	if port == git.DefaultPort("ssh") {
+		return scope + "(22:|" + scpNoPort + ")"
 	}
-	if port, _, ok := strings.Cut(rest, ":"); ok && port != "" && len(port) <= 5 && strings.Trim(port, "0123456789") == "" {
-		host += ":" + port
-	}
-	return "(?i)^([^@/:\\s]+@)?" + regexp.QuoteMeta(host) + ":"
+	return scope + port + `:[^\\]`
 }
+
+// urlPort is the part of a URL scope after the host: a port written out,
+// also optional when it is the scheme's default (https://host is
+// https://host:443), none when the scheme has no default and the chart
+// names none.
+func urlPort(scheme, port string) string {
+	switch port {
+	case "":
+		return ""
+	case git.DefaultPort(scheme):
+		return "(:" + port + ")?"
+	}
+	return ":" + port
+}
+
+// scpNoPort matches the start of an scp-like path that go-git does not
+// read as a port (one to five digits, ":" and a path other than "\..."):
+// a path starting with a non-digit, with digits followed by anything but
+// ":" or by nothing, or with six digits or more. So the scope of
+// git@host:org/repo (port 22) matches git@host:1password/repo but not
+// git@host:2222:org/repo. RE2 has no look-ahead to say it shorter.
+const scpNoPort = `[^0-9]|[0-9]{1,5}([^0-9:]|$)|[0-9]{6}`
 
 // configMapKnownHosts gives auth, when its helm Secret has no known_hosts,
 // those of the known-hosts ConfigMap of the manager's namespace (the

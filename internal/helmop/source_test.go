@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/bundlereader"
 )
 
 // TestSameHost: the credential scope of a HelmOp matches the URLs of its
@@ -21,7 +22,8 @@ func TestSameHost(t *testing.T) {
 	}{
 		{name: "https repo", h: &fleet.HelmOptions{Repo: "https://charts.example.com/stable", Chart: "web"},
 			match: []string{"https://charts.example.com/stable/index.yaml", "https://charts.example.com/charts/web-1.0.0.tgz",
-				"https://charts.example.com", "https://fleet@charts.example.com/stable", "HTTPS://Charts.Example.com/stable"},
+				"https://charts.example.com", "https://fleet@charts.example.com/stable", "HTTPS://Charts.Example.com/stable",
+				"https://charts.example.com:443/stable/index.yaml"},
 			not: []string{"https://github.com/x/web-1.0.0.tgz", "https://charts.example.com.evil.io/index.yaml",
 				"https://evilcharts.example.com/index.yaml", "https://evil.charts.example.com/index.yaml",
 				"https://charts.example.com@evil.example/index.yaml", "https://charts.example.com:x@evil.example/",
@@ -35,26 +37,37 @@ func TestSameHost(t *testing.T) {
 			not:   []string{"oci://registry.example/charts/web", "oci://other.example:5000/charts/web", "https://registry.example:5000/v2/"}},
 		{name: "oci repo", h: &fleet.HelmOptions{Repo: "oci://registry.example/charts", Chart: "web"},
 			match: []string{"oci://registry.example/charts/web"},
-			not:   []string{"oci://registry.example.evil.io/charts/web"}},
+			not:   []string{"oci://registry.example.evil.io/charts/web", "oci://registry.example:443/charts/web"}},
 		{name: "git over https", h: &fleet.HelmOptions{Chart: "git::https://github.com/org/repo//chart?ref=v1"},
 			match: []string{"https://github.com/org/repo", "https://x-access-token@github.com/org/repo"},
 			not:   []string{"https://github.com.evil.io/org/repo", "ssh://git@github.com/org/repo", "https://gist.github.com/org/repo"}},
 		{name: "git over ssh", h: &fleet.HelmOptions{Chart: "git::ssh://git@github.com/org/repo//chart?ref=v1"},
-			match: []string{"ssh://git@github.com/org/repo", "ssh://github.com/org/repo", "ssh://deploy@GitHub.com/org/other"},
+			match: []string{"ssh://git@github.com/org/repo", "ssh://github.com/org/repo", "ssh://deploy@GitHub.com/org/other", "ssh://git@github.com:22/org/repo"},
 			not: []string{"ssh://git@github.com.evil.io/org/repo", "ssh://git@evilgithub.com/org/repo",
 				"ssh://github.com@evil.example/org/repo", "ssh://git@github.com:2222/org/repo",
 				"https://github.com/org/repo", "git@evil.example:org/repo"}},
 		{name: "git over ssh with a port", h: &fleet.HelmOptions{Chart: "git::ssh://git@git.example:2222/org/repo"},
 			match: []string{"ssh://git@git.example:2222/org/repo"},
 			not:   []string{"ssh://git@git.example/org/repo", "ssh://git@git.example:22/org/repo"}},
+		// Without a port an scp-like URL is port 22, as go-git dials it: a
+		// path that starts with a port (host:2222:path) is another server.
 		{name: "scp-like", h: &fleet.HelmOptions{Chart: "git::git@github.com:org/repo.git//charts/app?ref=v1"},
-			match: []string{"git@github.com:org/repo.git", "deploy@github.com:org/other.git", "github.com:org/repo.git"},
+			match: []string{"git@github.com:org/repo.git", "deploy@github.com:org/other.git", "github.com:org/repo.git",
+				"git@github.com:22:org/repo.git", "git@github.com:1password/repo.git", "git@github.com:123456:org/repo.git"},
 			not: []string{"git@github.com.evil.io:org/repo.git", "git@evilgithub.com:org/repo.git",
 				"github.com@evil.example:org/repo.git", "git@evil.example:github.com:org/repo.git",
-				"ssh://git@evil.example/github.com:org", "https://github.com/org/repo.git"}},
+				"ssh://git@evil.example/github.com:org", "https://github.com/org/repo.git",
+				"git@github.com:2222:org/repo.git", "github.com:2222:org/repo.git", "git@github.com:1:org/repo.git"}},
 		{name: "scp-like with a port", h: &fleet.HelmOptions{Chart: "git::git@git.example:2222:org/repo.git"},
-			match: []string{"git@git.example:2222:org/repo.git"},
-			not:   []string{"git@git.example:org/repo.git", "git@git.example.evil.io:2222:org/repo.git"}},
+			match: []string{"git@git.example:2222:org/repo.git", "deploy@GIT.example:2222:org/other.git"},
+			not: []string{"git@git.example:org/repo.git", "git@git.example.evil.io:2222:org/repo.git",
+				"git@git.example:22:org/repo.git", "git@git.example:22222:org/repo.git"}},
+		{name: "scp-like with port 22 written out", h: &fleet.HelmOptions{Chart: "git::git@git.example:22:org/repo.git"},
+			match: []string{"git@git.example:org/repo.git", "git@git.example:22:org/repo.git"},
+			not:   []string{"git@git.example:2222:org/repo.git"}},
+		{name: "ssh to an IPv6 literal", h: &fleet.HelmOptions{Chart: "git::ssh://git@[2001:db8::1]:2222/org/repo"},
+			match: []string{"ssh://git@[2001:db8::1]:2222/org/repo"},
+			not:   []string{"ssh://git@[2001:db8::1]/org/repo", "ssh://git@[2001:db8::10]:2222/org/repo", "ssh://git@[2001:db8::1]:22/org/repo"}},
 		{name: "github shorthand", h: &fleet.HelmOptions{Chart: "github.com/org/repo//charts/app?ref=v1"},
 			match: []string{"https://github.com/org/repo.git", "https://github.com/other/dep"},
 			not: []string{"https://github.com.evil.io/org/repo.git", "https://gitlab.com/org/repo.git",
@@ -93,39 +106,19 @@ func TestSameHost(t *testing.T) {
 	}
 }
 
-// TestGitShorthand: the shorthands the bundle reader expands for a
-// fleet.yaml (internal/bundlereader TestExpandGitShorthand) are the
-// HelmOp's chart source too, anything else is left as written, and the
-// chart is only rewritten without helm.repo.
+// TestGitShorthand: a shorthand chart without helm.repo is the HelmOp's
+// chart source as the bundle reader's ExpandGitShorthand writes it (whose
+// table, TestExpandGitShorthand in internal/bundlereader, is not repeated
+// here), anything else is left as written, the spec is not changed and a
+// chart name in helm.repo is never rewritten.
 func TestGitShorthand(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{in: "github.com/org/repo//chart", want: "git::https://github.com/org/repo.git//chart", ok: true},
-		{in: "github.com/org/repo//charts/app?ref=v1.2.0", want: "git::https://github.com/org/repo.git//charts/app?ref=v1.2.0", ok: true},
-		{in: "github.com/org/repo.git?ref=main&depth=1", want: "git::https://github.com/org/repo.git?ref=main&depth=1", ok: true},
-		{in: "github.com/org/repo/charts/app", want: "git::https://github.com/org/repo.git//charts/app", ok: true},
-		{in: "gitlab.com/group/repo//chart", want: "git::https://gitlab.com/group/repo.git//chart", ok: true},
-		{in: "bitbucket.org/team/repo//chart?ref=v2", want: "git::https://bitbucket.org/team/repo.git//chart?ref=v2", ok: true},
-		{in: "github.com/org", ok: false},
-		{in: "github.com//repo", ok: false},
-		{in: "charts/github.com/org/repo", ok: false},
-		{in: "example.com/org/repo", ok: false},
-		{in: "https://github.com/org/repo", ok: false},
-	} {
-		want := tc.want
-		if !tc.ok {
-			want = tc.in
-		}
-		if got := chartSource(&fleet.HelmOptions{Chart: tc.in}); got.Chart != want {
-			t.Errorf("chartSource(%s) = %q, want %q", tc.in, got.Chart, want)
-		}
-	}
-
 	h := &fleet.HelmOptions{Chart: "github.com/org/repo//chart?ref=v1", Version: "1.x"}
-	if got := chartSource(h); got.Chart != "git::https://github.com/org/repo.git//chart?ref=v1" || got.Version != "1.x" || h.Chart != "github.com/org/repo//chart?ref=v1" {
-		t.Errorf("chartSource = %+v (spec now %+v): want the git:: source, the spec unchanged", got, h)
+	want, ok := bundlereader.ExpandGitShorthand(h.Chart)
+	if got := chartSource(h); !ok || got.Chart != want || got.Version != "1.x" || h.Chart != "github.com/org/repo//chart?ref=v1" {
+		t.Errorf("chartSource = %+v (spec now %+v): want the chart %q (%v), the spec unchanged", got, h, want, ok)
+	}
+	if got := chartSource(&fleet.HelmOptions{Chart: "https://github.com/org/repo"}); got.Chart != "https://github.com/org/repo" {
+		t.Errorf("a URL was rewritten: %+v", got)
 	}
 	inRepo := &fleet.HelmOptions{Repo: "https://charts.example.com", Chart: "github.com/org/repo"}
 	if got := chartSource(inRepo); got.Chart != inRepo.Chart {

@@ -171,24 +171,21 @@ func resolveRelative(parent, rel string) (string, error) {
 	return "", fmt.Errorf("cannot resolve relative url %q against %s", rel, redact(parent))
 }
 
-// sameHost reports whether a and b name the same host with the same scheme
-// (scp-like SSH URLs count as ssh).
+// sameHost reports whether a and b name the same server (host and port,
+// HostPort's reading, so that https://host and https://host:443 are one
+// and git@host:org/x and git@host:2222:org/y are two) with the same scheme
+// (scp-like SSH URLs count as ssh). A URL HostPort cannot read is on no
+// host, so a submodule there is fetched without the parent's credentials.
 func sameHost(a, b string) bool {
-	sa, ha := schemeHost(a)
-	sb, hb := schemeHost(b)
-	return ha != "" && sa == sb && strings.EqualFold(ha, hb)
+	ha, pa, errA := HostPort(a)
+	hb, pb, errB := HostPort(b)
+	return errA == nil && errB == nil && ha == hb && pa == pb && schemeOf(a) == schemeOf(b)
 }
 
-func schemeHost(raw string) (string, string) {
-	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
-		return u.Scheme, u.Host
+// schemeOf is the scheme of a URL HostPort reads: ssh for an scp-like one.
+func schemeOf(raw string) string {
+	if s := URLScheme(raw); s != "" {
+		return s
 	}
-	if at := strings.Index(raw, ":"); at > 0 && !strings.Contains(raw[:at], "/") {
-		host := raw[:at]
-		if i := strings.LastIndex(host, "@"); i >= 0 {
-			host = host[i+1:]
-		}
-		return "ssh", host
-	}
-	return "", ""
+	return "ssh"
 }
