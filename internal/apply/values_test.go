@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/cli"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // storedValues reads b's values Secret and decodes each key.
@@ -52,42 +52,16 @@ func getSecret(name string) (*corev1.Secret, error) {
 	return sec, up.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sec)
 }
 
-const valuesFleetYAML = `labels:
-  team: blue
-helm:
-  values:
-    password: s3cret
-    replicas: 2
-  valuesFiles:
-  - extra.yaml
-targetCustomizations:
-- name: prod
-  clusterSelector:
-    matchLabels:
-      env: prod
-  helm:
-    values:
-      password: pr0d-s3cret
-- name: dev
-  clusterSelector:
-    matchLabels:
-      env: dev
-  defaultNamespace: dev
-`
+// valuesFleetYAML is fleettest.ValuesFleetYAML with Bundle labels, which
+// the values Secret must carry too, and a defaultNamespace for env=dev.
+const valuesFleetYAML = "labels:\n  team: blue\n" + fleettest.ValuesFleetYAML + "  defaultNamespace: dev\n"
 
-// writeBundleDir writes a bundle directory with fleet.yaml and a manifest.
+// writeBundleDir writes a bundle directory with fleet.yaml, its values file
+// and a manifest.
 func writeBundleDir(t *testing.T, fleetYAML string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range map[string]string{
-		"fleet.yaml": fleetYAML,
-		"extra.yaml": "apiKey: k3y\n",
-		"cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  a: b\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fleettest.WriteValuesBundle(t, dir, fleetYAML)
 	return dir
 }
 

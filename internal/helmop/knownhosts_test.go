@@ -11,39 +11,12 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
-
-// setKnownHostsConfigMap creates or replaces the manager's known-hosts
-// ConfigMap with content; it is deleted when the test ends, so that the
-// other tests see none.
-func setKnownHostsConfigMap(t *testing.T, content string) {
-	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: git.KnownHostsConfigMap},
-		Data:       map[string]string{git.KeyKnownHosts: content},
-	}
-	err := env.Client.Create(ctx, cm)
-	if apierrors.IsAlreadyExists(err) {
-		old := &corev1.ConfigMap{}
-		if err = env.Client.Get(ctx, client.ObjectKeyFromObject(cm), old); err == nil {
-			old.Data = cm.Data
-			err = env.Client.Update(ctx, old)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cm) })
-}
 
 // otherHostKey is a known_hosts line for addr with a key that is not the
 // server's, as after a server's key changed or an attacker took its place.
@@ -106,12 +79,12 @@ func TestHelmOpSSHKnownHostsFromConfigMap(t *testing.T) {
 	}
 	failingWith(t, ns, "ssh", "needs known_hosts to verify the SSH server "+srv.Addr)
 
-	github := "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
-	setKnownHostsConfigMap(t, github)
+	github := fleettest.GitHubKnownHosts
+	fleettest.SetKnownHostsConfigMap(t, env.Client, systemNamespace, github)
 	failingWith(t, ns, "ssh", "SSH server "+srv.Addr+" is not in known_hosts")
 
 	// Listing the server is enough: the failing HelmOp's retry picks it up.
-	setKnownHostsConfigMap(t, github+string(srv.KnownHosts))
+	fleettest.SetKnownHostsConfigMap(t, env.Client, systemNamespace, github+string(srv.KnownHosts))
 	fleettest.Eventually(t, timeout, func() error { return deployedFromGit(t, ns, "ssh") })
 
 	// The helm Secret's known_hosts win over the ConfigMap's.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetgo/fleet/internal/contentapi/serve"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // TestReadyzIncludesContentAPI: with the content API on, the manager's
@@ -89,19 +90,9 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// eventually calls f until it returns nil and fails the test with f's last
-// error when timeout passes first.
+// eventually is fleettest.Eventually, under the name this package's tests
+// use.
 func eventually(t *testing.T, timeout time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	fleettest.Eventually(t, timeout, f)
 }

@@ -68,34 +68,10 @@ func TestImportedAgentFollowsKubeconfigSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, "agent installed again with the Secret's URL and CA", func() error {
-		data := bootstrapData(t, agentNS)
-		if data["apiServerURL"] != newURL {
-			return fmt.Errorf("apiServerURL downstream %q, want %q", data["apiServerURL"], newURL)
-		}
-		if data["apiServerCA"] != newCA {
-			return fmt.Errorf("apiServerCA downstream is not the Secret's")
-		}
-		return nil
+	c := waitAgentFollows(t, agentFollows{
+		cluster: cluster, agentNS: agentNS, firstHash: firstHash,
+		url: newURL, ca: []byte(newCA), source: "the Secret",
 	})
-	c := &fleet.Cluster{}
-	sum := sha256.Sum224([]byte(newCA))
-	eventually(t, "cluster status follows the Secret", func() error {
-		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
-			return err
-		}
-		if c.Status.APIServerURL != newURL || c.Status.APIServerCAHash != hex.EncodeToString(sum[:]) {
-			return fmt.Errorf("status apiServerURL %q, apiServerCAHash %q", c.Status.APIServerURL, c.Status.APIServerCAHash)
-		}
-		if c.Status.AgentConfigHash == firstHash {
-			return fmt.Errorf("agentConfigHash unchanged")
-		}
-		return nil
-	})
-	if c.Spec.RedeployAgentGeneration != 0 || ptr.Deref(c.Status.AgentDeployedGeneration, -1) != 0 {
-		t.Errorf("redeployAgentGeneration %d, agentDeployedGeneration %v: a Secret change needs no bump",
-			c.Spec.RedeployAgentGeneration, c.Status.AgentDeployedGeneration)
-	}
 	// The CA is hashed into the status, never copied there.
 	raw, err := json.Marshal(c.Status)
 	if err != nil {
@@ -119,4 +95,56 @@ func bootstrapData(t *testing.T, ns string) map[string]string {
 		out[k] = string(v)
 	}
 	return out
+}
+
+// agentFollows is the change an imported cluster's agent is to follow: the
+// manager installs it again on down[0] with url and ca.
+type agentFollows struct {
+	// cluster is the imported Cluster, agentNS its agent's namespace.
+	cluster *fleet.Cluster
+	agentNS string
+	// firstHash is the Cluster's agentConfigHash before the change.
+	firstHash string
+	// url and ca are what the agent is to be told now.
+	url string
+	ca  []byte
+	// source names where they come from, in failure messages.
+	source string
+}
+
+// waitAgentFollows waits until the agent downstream is installed again with
+// f's URL and CA and the Cluster reports them (the CA only hashed) with a
+// new agentConfigHash, and fails the test if that took a
+// redeployAgentGeneration bump. It returns the Cluster as last read.
+func waitAgentFollows(t *testing.T, f agentFollows) *fleet.Cluster {
+	t.Helper()
+	eventually(t, "agent installed again with the URL and CA of "+f.source, func() error {
+		data := bootstrapData(t, f.agentNS)
+		if data["apiServerURL"] != f.url {
+			return fmt.Errorf("apiServerURL downstream %q, want %q", data["apiServerURL"], f.url)
+		}
+		if data["apiServerCA"] != string(f.ca) {
+			return fmt.Errorf("apiServerCA downstream is not the one of %s", f.source)
+		}
+		return nil
+	})
+	c := &fleet.Cluster{}
+	sum := sha256.Sum224(f.ca)
+	eventually(t, "cluster status follows "+f.source, func() error {
+		if err := up.Client.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), c); err != nil {
+			return err
+		}
+		if c.Status.APIServerURL != f.url || c.Status.APIServerCAHash != hex.EncodeToString(sum[:]) {
+			return fmt.Errorf("status apiServerURL %q, apiServerCAHash %q", c.Status.APIServerURL, c.Status.APIServerCAHash)
+		}
+		if c.Status.AgentConfigHash == f.firstHash {
+			return fmt.Errorf("agentConfigHash unchanged")
+		}
+		return nil
+	})
+	if c.Spec.RedeployAgentGeneration != 0 || ptr.Deref(c.Status.AgentDeployedGeneration, -1) != 0 {
+		t.Errorf("redeployAgentGeneration %d, agentDeployedGeneration %v: a change of %s needs no bump",
+			c.Spec.RedeployAgentGeneration, c.Status.AgentDeployedGeneration, f.source)
+	}
+	return c
 }

@@ -150,14 +150,14 @@ func TestImportedAgentFollowsManagerImage(t *testing.T) {
 	}
 
 	const v1, v2 = "registry.example.com/fleetgo/fleet-agent:v1", "registry.example.com/fleetgo/fleet-agent:v2"
-	stop := startImageManager(t, v1)
+	stop := startWorkspaceManager(t, registration.Options{APIServerURL: up.Config.Host, APIServerCA: up.Config.CAData, AgentImage: v1})
 	waitImported(t, cluster)
 	if got := agentDeployment(t, d, agentNS).Spec.Template.Spec.Containers[0].Image; got != v1 {
 		t.Fatalf("agent image %q, want %q", got, v1)
 	}
 	stop()
 
-	startImageManager(t, v2)
+	startWorkspaceManager(t, registration.Options{APIServerURL: up.Config.Host, APIServerCA: up.Config.CAData, AgentImage: v2})
 	eventually(t, "agent upgraded to the new image", func() error {
 		if got := agentDeployment(t, d, agentNS).Spec.Template.Spec.Containers[0].Image; got != v2 {
 			return fmt.Errorf("agent image %q, want %q", got, v2)
@@ -173,12 +173,16 @@ func TestImportedAgentFollowsManagerImage(t *testing.T) {
 	}
 }
 
-// startImageManager runs a manager for imageWorkspace whose imported
-// agents run image; stop ends it and waits until it has stopped.
-func startImageManager(t *testing.T, image string) (stop func()) {
+// startWorkspaceManager runs a manager for imageWorkspace only, with opts
+// (2 workers unless set): what a test needs that restarts the manager with
+// another agent image, URL or CA. stop ends it and waits until it has
+// stopped; it also runs when the test ends.
+func startWorkspaceManager(t *testing.T, opts registration.Options) (stop func()) {
 	t.Helper()
+	if opts.Workers == 0 {
+		opts.Workers = 2
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := registration.Options{APIServerURL: up.Config.Host, APIServerCA: up.Config.CAData, Workers: 2, AgentImage: image}
 	done, err := startManager(ctx, opts, map[string]cache.Config{imageWorkspace: {}})
 	if err != nil {
 		cancel()

@@ -2,15 +2,11 @@ package registration_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -42,7 +38,7 @@ func TestImportedAgentFollowsManagerAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := startAPIServerManager(t, up.Config.Host, up.Config.CAData)
+	stop := startWorkspaceManager(t, registration.Options{APIServerURL: up.Config.Host, APIServerCA: up.Config.CAData})
 	waitImported(t, cluster)
 	if got := bootstrapData(t, agentNS)["apiServerURL"]; got != up.Config.Host {
 		t.Fatalf("apiServerURL downstream %q after the import, want %q", got, up.Config.Host)
@@ -57,36 +53,12 @@ func TestImportedAgentFollowsManagerAPIServer(t *testing.T) {
 	if len(newCA) == 0 || string(newCA) == string(up.Config.CAData) {
 		t.Fatal("the test needs a CA other than the manager's")
 	}
-	startAPIServerManager(t, newURL, newCA)
+	startWorkspaceManager(t, registration.Options{APIServerURL: newURL, APIServerCA: newCA})
 
-	eventually(t, "agent installed again with the manager's new URL and CA", func() error {
-		data := bootstrapData(t, agentNS)
-		if data["apiServerURL"] != newURL {
-			return fmt.Errorf("apiServerURL downstream %q, want %q", data["apiServerURL"], newURL)
-		}
-		if data["apiServerCA"] != string(newCA) {
-			return fmt.Errorf("apiServerCA downstream is not the manager's new CA")
-		}
-		return nil
+	waitAgentFollows(t, agentFollows{
+		cluster: cluster, agentNS: agentNS, firstHash: firstHash,
+		url: newURL, ca: newCA, source: "the manager",
 	})
-	c := &fleet.Cluster{}
-	sum := sha256.Sum224(newCA)
-	eventually(t, "cluster status follows the manager", func() error {
-		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
-			return err
-		}
-		if c.Status.APIServerURL != newURL || c.Status.APIServerCAHash != hex.EncodeToString(sum[:]) {
-			return fmt.Errorf("status apiServerURL %q, apiServerCAHash %q", c.Status.APIServerURL, c.Status.APIServerCAHash)
-		}
-		if c.Status.AgentConfigHash == firstHash {
-			return fmt.Errorf("agentConfigHash unchanged")
-		}
-		return nil
-	})
-	if c.Spec.RedeployAgentGeneration != 0 || ptr.Deref(c.Status.AgentDeployedGeneration, -1) != 0 {
-		t.Errorf("redeployAgentGeneration %d, agentDeployedGeneration %v: a manager change needs no bump",
-			c.Spec.RedeployAgentGeneration, c.Status.AgentDeployedGeneration)
-	}
 	eventually(t, "import token values carry the new URL and CA", func() error {
 		s := &corev1.Secret{}
 		key := client.ObjectKey{Namespace: imageWorkspace, Name: "import-token-" + cluster.Name}
@@ -102,28 +74,4 @@ func TestImportedAgentFollowsManagerAPIServer(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// startAPIServerManager runs a manager for imageWorkspace whose agents are
-// to reach it at url, trusting ca; stop ends it and waits until it has
-// stopped.
-func startAPIServerManager(t *testing.T, url string, ca []byte) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := registration.Options{APIServerURL: url, APIServerCA: ca, Workers: 2}
-	done, err := startManager(ctx, opts, map[string]cache.Config{imageWorkspace: {}})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }

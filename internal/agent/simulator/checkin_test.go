@@ -9,9 +9,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -24,7 +22,6 @@ import (
 	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/testenv"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
-	"github.com/fleetgo/fleet/internal/transitions"
 )
 
 // upstream is the manager cluster, booted once for the package. The
@@ -96,62 +93,11 @@ func TestSimulatedAgentReportsCheckinInterval(t *testing.T) {
 	go func() { defer close(simDone); _ = sim.Run(ctx) }()
 	defer func() { cancel(); <-simDone }()
 
-	wc, err := client.NewWithWatch(upstream.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(ctx, &fleet.ClusterList{}, client.InNamespace(ws))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-
-	// Every version of the Cluster from its first check-in until the
-	// agent has checked in checkIns more times, each interval longer than
-	// the manager's threshold of 3s.
-	const checkIns = 3
-	seen := map[time.Time]bool{}
-	var name string
-	var lastSeen time.Time
-	timeout := time.After(2 * time.Minute)
-	for len(seen) <= checkIns {
-		var ev watch.Event
-		var open bool
-		select {
-		case ev, open = <-w.ResultChan():
-			if !open {
-				t.Fatal("the API server closed the watch of Clusters")
-			}
-		case <-timeout:
-			t.Fatalf("the simulated agent checked in %d times in 2 minutes (last %s), want %d", len(seen), lastSeen, checkIns+1)
-		}
-		c, ok := ev.Object.(*fleet.Cluster)
-		if !ok || c.Status.Agent.LastSeen.IsZero() {
-			continue // not checked in yet
-		}
-		name = c.Name
-		if got := c.Status.Agent.CheckinInterval; got == nil || got.Duration != interval {
-			t.Fatalf("status.agent.checkinInterval = %v, want %s", got, interval)
-		}
-		if off := meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionOffline); off != nil && off.Status == metav1.ConditionTrue && off.Reason != fleet.ClusterWaitCheckIn {
-			t.Fatalf("the Cluster went Offline %s after its last check-in at %s: %s (%s)", off.LastTransitionTime.Sub(c.Status.Agent.LastSeen.Time), c.Status.Agent.LastSeen, off.Reason, off.Message)
-		}
-		if c.Status.Display.State == "Offline" {
-			t.Fatalf("the Cluster shows state Offline (last check-in %s)", c.Status.Agent.LastSeen)
-		}
-		lastSeen = c.Status.Agent.LastSeen.Time
-		seen[lastSeen] = true
-	}
-
-	events := &corev1.EventList{}
-	if err := upstream.Client.List(ctx, events, client.InNamespace(ws)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events.Items {
-		if e.InvolvedObject.Name == name && e.Reason == transitions.ReasonClusterOffline {
-			t.Errorf("event %s: %s", e.Reason, e.Message)
-		}
-	}
+	// Several check-ins from the first one, each interval longer than the
+	// manager's threshold of 3s.
+	fleettest.ExpectOnlineCheckIns(ctx, t, upstream, fleettest.CheckIns{
+		Workspace: ws, Interval: interval, Count: 3,
+	})
 }
 
 // registrationValues creates registration token ws/name and returns its

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetgo/fleet/internal/scheme"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // TestReadyCheck: the readiness check Setup returns (the manager's
@@ -76,7 +77,7 @@ func TestReadyCheck(t *testing.T) {
 	// It has its certificate, then is refused the CA: not ready, and the
 	// check says what it waits for and why.
 	var notReady error
-	eventually(t, time.Minute, func() error {
+	fleettest.Eventually(t, time.Minute, func() error {
 		notReady = probe()
 		if notReady == nil {
 			return nil
@@ -96,23 +97,5 @@ func TestReadyCheck(t *testing.T) {
 	// The chart's binding, added late: ready without a restart.
 	create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: metav1.NamespaceSystem}, Subjects: subject,
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"}})
-	eventually(t, time.Minute, probe)
-}
-
-// eventually calls f until it returns nil and fails the test with f's last
-// error when timeout passes first (fleettest.Eventually, without that
-// package's dependencies on the rest of the manager).
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	fleettest.Eventually(t, time.Minute, probe)
 }

@@ -22,27 +22,8 @@ import (
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/cli"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
-
-const valuesFleetYAML = `helm:
-  values:
-    password: s3cret
-    replicas: 2
-  valuesFiles:
-  - extra.yaml
-targetCustomizations:
-- name: prod
-  clusterSelector:
-    matchLabels:
-      env: prod
-  helm:
-    values:
-      password: pr0d-s3cret
-- name: dev
-  clusterSelector:
-    matchLabels:
-      env: dev
-`
 
 // deployedValues reads the values of a deployment from its values Secret,
 // "" for a deployment without values.
@@ -108,9 +89,7 @@ func TestValuesFromBundleSecret(t *testing.T) {
 		}
 		must(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
-	write("fleet.yaml", valuesFleetYAML)
-	write("extra.yaml", "apiKey: k3y\n")
-	write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n")
+	fleettest.WriteValuesBundle(t, dir, "name: vals\n"+fleettest.ValuesFleetYAML)
 	fleetApply := func() {
 		t.Helper()
 		root := cli.NewRoot()
@@ -185,7 +164,7 @@ func TestValuesFromBundleSecret(t *testing.T) {
 	}
 
 	// A new value reaches the deployments.
-	write("fleet.yaml", strings.Replace(valuesFleetYAML, "password: s3cret", "password: n3w", 1))
+	write("fleet.yaml", strings.Replace(fleettest.ValuesFleetYAML, "password: s3cret", "password: n3w", 1))
 	fleetApply()
 	valuesOn(t, ctx, ws, "vals", map[string]map[string]interface{}{
 		"vp": {"password": "pr0d-s3cret", "replicas": float64(2), "apiKey": "k3y"},

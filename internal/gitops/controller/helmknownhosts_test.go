@@ -1,43 +1,15 @@
 package controller_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
+	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
-
-// setKnownHostsConfigMap creates or replaces the manager's known-hosts
-// ConfigMap with content; it is deleted when the test ends, so that the
-// other tests see none.
-func setKnownHostsConfigMap(t *testing.T, content string) {
-	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: systemNamespace, Name: git.KnownHostsConfigMap},
-		Data:       map[string]string{git.KeyKnownHosts: content},
-	}
-	err := env.Client.Create(ctx, cm)
-	if apierrors.IsAlreadyExists(err) {
-		old := &corev1.ConfigMap{}
-		if err = env.Client.Get(ctx, client.ObjectKeyFromObject(cm), old); err == nil {
-			old.Data = cm.Data
-			err = env.Client.Update(ctx, old)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cm) })
-}
 
 // TestHelmGitChartKnownHostsFromConfigMap: a GitRepo cloned over HTTPS
 // (so without known_hosts of its own) whose helm Secret holds only the SSH
@@ -63,12 +35,12 @@ func TestHelmGitChartKnownHostsFromConfigMap(t *testing.T) {
 	createRepo(t, ns, "no-known-hosts", spec)
 	waitStalled(t, ns, "no-known-hosts", fleet.ConditionReady, "needs known_hosts to verify the SSH server "+srv.Addr)
 
-	github := "github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
-	setKnownHostsConfigMap(t, github)
+	github := fleettest.GitHubKnownHosts
+	fleettest.SetKnownHostsConfigMap(t, env.Client, systemNamespace, github)
 	createRepo(t, ns, "host-not-listed", spec)
 	waitStalled(t, ns, "host-not-listed", fleet.ConditionReady, "SSH server "+srv.Addr+" is not in known_hosts")
 
-	setKnownHostsConfigMap(t, github+string(srv.KnownHosts))
+	fleettest.SetKnownHostsConfigMap(t, env.Client, systemNamespace, github+string(srv.KnownHosts))
 	createRepo(t, ns, "from-configmap", spec)
 	waitSynced(t, ns, "from-configmap", c1, 1)
 	if version, cm := chartOf(t, ns, "from-configmap"); version != "1.0.0" || !strings.Contains(cm, "v: from-ssh") {
