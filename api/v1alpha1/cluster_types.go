@@ -74,6 +74,49 @@ type ClusterSpec struct {
 	AgentResources *corev1.ResourceRequirements `json:"agentResources,omitempty"`
 	// +optional
 	HostNetwork *bool `json:"hostNetwork,omitempty"`
+	// AgentSchedulingCustomization is Rancher Fleet's PriorityClass and
+	// PodDisruptionBudget for the cluster's agent. It is accepted and
+	// stored so that existing Rancher Cluster manifests apply unchanged
+	// under strict field validation, but it is not yet applied to the
+	// agent: no PriorityClass or PodDisruptionBudget is created and a
+	// change does not reinstall the agent.
+	// +optional
+	AgentSchedulingCustomization *AgentSchedulingCustomization `json:"agentSchedulingCustomization,omitempty"`
+	// AgentPullSecrets names image pull Secrets for the agent, as in
+	// Rancher Fleet. Like AgentSchedulingCustomization it is accepted and
+	// stored for compatibility but not yet applied to the agent.
+	// +optional
+	AgentPullSecrets *[]corev1.LocalObjectReference `json:"agentPullSecrets,omitempty"`
+}
+
+// AgentSchedulingCustomization has Rancher Fleet's shape, so that its
+// Cluster manifests round-trip; see ClusterSpec.AgentSchedulingCustomization.
+type AgentSchedulingCustomization struct {
+	// +optional
+	PriorityClass *PriorityClassSpec `json:"priorityClass,omitempty"`
+	// +optional
+	PodDisruptionBudget *PodDisruptionBudgetSpec `json:"podDisruptionBudget,omitempty"`
+}
+
+// PriorityClassSpec describes the PriorityClass Rancher Fleet creates for
+// the agent (not yet created here).
+type PriorityClassSpec struct {
+	// Value is the PriorityClass's priority.
+	// +optional
+	Value int `json:"value,omitempty"`
+	// PreemptionPolicy is Never or PreemptLowerPriority.
+	// +optional
+	PreemptionPolicy *corev1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+}
+
+// PodDisruptionBudgetSpec describes the PodDisruptionBudget Rancher Fleet
+// creates for the agent (not yet created here). Values are a count or a
+// percentage, as strings.
+type PodDisruptionBudgetSpec struct {
+	// +optional
+	MinAvailable string `json:"minAvailable,omitempty"`
+	// +optional
+	MaxUnavailable string `json:"maxUnavailable,omitempty"`
 }
 
 // ClusterStatus is the observed state of a Cluster.

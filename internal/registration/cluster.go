@@ -37,12 +37,18 @@ type ClusterReconciler struct {
 
 // SetupWithManager registers the controller.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	secret, onSecret, err := r.watchKubeconfigSecrets(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration-cluster").
 		// Only spec, label and deletion changes matter here; the agents'
 		// heartbeats (status) must not cause a reconcile each.
 		For(&fleet.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
 			predicate.LabelChangedPredicate{}, deleting))).
+		// An imported cluster's kubeconfig Secret (metadata only).
+		WatchesMetadata(secret, onSecret).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
 		Complete(r)
 }

@@ -19,8 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -72,18 +76,26 @@ func allowedSecretNamespace(clusterNS, ns string) bool {
 
 // kubeconfigRecheck is how often the manager reads the kubeconfig Secret of
 // a cluster it imported again (from the API server's watch cache), to see
-// whether the apiServerURL/apiServerCA its agent is to use changed there:
-// the manager does not watch Secrets, which would cache every Secret of
-// the manager cluster (one per BundleDeployment with Helm values). A
-// variable only so that tests can shorten it.
+// whether the apiServerURL/apiServerCA its agent is to use changed there.
+// A change of the Secret wakes its Clusters at once (kubeconfigSecretHandler);
+// this is the safety net for an event the watch missed. A variable only so
+// that tests can shorten it.
 var kubeconfigRecheck = 10 * time.Minute
+
+// kubeconfigRecheckOf is the recheck interval of one cluster: always
+// kubeconfigRecheck, but the package's tests give the clusters of one
+// workspace a recheck too long to ever fire, so that only the Secret
+// watch can explain that their agent followed a Secret change. Set before
+// any manager starts, never after.
+var kubeconfigRecheckOf = func(*fleet.Cluster) time.Duration { return kubeconfigRecheck }
 
 // importCluster installs the agent on a Cluster's downstream cluster from its
 // kubeconfig Secret, and installs it again when spec.redeployAgentGeneration
 // is bumped or the agent's configuration changed (agentConfigHash: the
 // Cluster's agent settings, the manager's agent image, API server or
 // check-in interval, and the apiServerURL/apiServerCA of the kubeconfig
-// Secret, looked at again every kubeconfigRecheck). Otherwise the manager
+// Secret, looked at again when the Secret changes and every
+// kubeconfigRecheck). Otherwise the manager
 // does not contact the cluster. A Cluster imported before the hash was
 // recorded waits its turn within backfillSpread.
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
@@ -95,7 +107,7 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	recheck := ctrl.Result{RequeueAfter: jitter(kubeconfigRecheck)}
+	recheck := ctrl.Result{RequeueAfter: jitter(kubeconfigRecheckOf(cluster))}
 	why := importReason(cluster, hash)
 	if why == "" {
 		return recheck, nil
@@ -342,19 +354,27 @@ func kubeconfigSecretNamespace(cluster *fleet.Cluster) string {
 }
 
 // currentOverride is the apiServerURL/apiServerCA of cluster's kubeconfig
-// Secret now, read from the API server's watch cache (resourceVersion 0:
-// no etcd read for the periodic look of every imported cluster). A
-// Secret that is missing, or in a namespace it may not be read from,
-// replaces nothing: should an install follow, it fails on that and says
-// so on the Cluster.
+// Secret now, read from the API server's watch cache (no etcd read for
+// the periodic look of every imported cluster), at least as new as the
+// version the manager's Secret watch has seen: woken by a change of the
+// Secret, the look must not be answered by an API server whose cache is
+// still behind it (several behind one address), or the change would wait
+// for the recheck. Without a version there (not cached, not yet seen) any
+// is taken (resourceVersion 0). A Secret that is missing, or in a
+// namespace it may not be read from, replaces nothing: should an install
+// follow, it fails on that and says so on the Cluster.
 func (r *ClusterReconciler) currentOverride(ctx context.Context, cluster *fleet.Cluster) (apiServerOverride, error) {
 	ns := kubeconfigSecretNamespace(cluster)
 	if !allowedSecretNamespace(cluster.Namespace, ns) {
 		return apiServerOverride{}, nil
 	}
+	key := client.ObjectKey{Namespace: ns, Name: cluster.Spec.KubeConfigSecret}
+	rv := "0"
+	if seen := secretMetadata(); r.Client.Get(ctx, key, seen) == nil && seen.ResourceVersion != "" {
+		rv = seen.ResourceVersion
+	}
 	s := &corev1.Secret{}
-	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Spec.KubeConfigSecret}, s,
-		&client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	err := r.Reader.Get(ctx, key, s, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
 	switch {
 	case apierrors.IsNotFound(err):
 		return apiServerOverride{}, nil
@@ -362,6 +382,82 @@ func (r *ClusterReconciler) currentOverride(ctx context.Context, cluster *fleet.
 		return apiServerOverride{}, fmt.Errorf("reading kubeconfig secret %s/%s: %w", ns, cluster.Spec.KubeConfigSecret, err)
 	}
 	return overrideOf(s), nil
+}
+
+// kubeconfigSecretIndex indexes Clusters by the kubeconfig Secret they
+// import from (kubeconfigSecretKey), so that a Secret event finds its
+// Clusters without a scan of every Cluster.
+const kubeconfigSecretIndex = "registration.cluster.kubeconfigSecret"
+
+// kubeconfigSecretKey is the index value of the Secret ns/name.
+func kubeconfigSecretKey(ns, name string) string { return ns + "/" + name }
+
+// indexKubeconfigSecret is the kubeconfigSecretIndex value of a Cluster:
+// the Secret's own namespace (spec.kubeConfigSecretNamespace, else the
+// Cluster's) and name; none for a Cluster that imports nothing.
+func indexKubeconfigSecret(o client.Object) []string {
+	c, ok := o.(*fleet.Cluster)
+	if !ok || c.Spec.KubeConfigSecret == "" {
+		return nil
+	}
+	return []string{kubeconfigSecretKey(kubeconfigSecretNamespace(c), c.Spec.KubeConfigSecret)}
+}
+
+// secretMetadata is a Secret without its data: the manager caches Secrets
+// only so, never their payloads (memory at thousands of clusters, and
+// credentials in the process's heap). The Bundle controller watches the
+// same, so both share one informer.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// watchKubeconfigSecrets indexes Clusters by their kubeconfig Secret and
+// returns what the Cluster controller watches for a change of one: the
+// Secret's metadata and kubeconfigSecretHandler.
+func (r *ClusterReconciler) watchKubeconfigSecrets(mgr ctrl.Manager) (*metav1.PartialObjectMetadata, handler.EventHandler, error) {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleet.Cluster{}, kubeconfigSecretIndex, indexKubeconfigSecret); err != nil {
+		return nil, nil, fmt.Errorf("indexing clusters by kubeconfig secret: %w", err)
+	}
+	return secretMetadata(), r.kubeconfigSecretHandler(), nil
+}
+
+// kubeconfigSecretHandler wakes the Clusters that import from a Secret
+// when it is created, changed or deleted, so that a new
+// apiServerURL/apiServerCA reaches their agent at once instead of at the
+// next kubeconfigRecheck, and an import that failed on the Secret (missing,
+// bad kubeconfig) is retried as soon as it is fixed. Resyncs (same
+// resourceVersion) wake nothing. A Cluster that may not read the Secret's
+// namespace is left alone: it never reads the Secret. Registration runs
+// unsharded and sees every Cluster, so no shard is filtered here.
+func (r *ClusterReconciler) kubeconfigSecretHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		clusters := &fleet.ClusterList{}
+		if err := r.Client.List(ctx, clusters, client.MatchingFields{kubeconfigSecretIndex: kubeconfigSecretKey(o.GetNamespace(), o.GetName())}); err != nil {
+			// The recheck still finds the change.
+			ctrl.LoggerFrom(ctx).Error(err, "listing the clusters importing from a secret", "namespace", o.GetNamespace(), "secret", o.GetName())
+			return
+		}
+		for i := range clusters.Items {
+			if c := &clusters.Items[i]; allowedSecretNamespace(c.Namespace, o.GetNamespace()) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() {
+				enqueue(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 }
 
 // importValues returns the values of the cluster's import token, creating
