@@ -124,8 +124,10 @@ type valuesEntry struct {
 // Bounds of the delay after which a Bundle waiting for its values is
 // looked at again: it doubles with every pass of the retry timer that
 // finds them still missing. The Secret's watch wakes the Bundle at once
-// when the Secret is written; the retry is for the Secrets the watch
-// cannot map to their Bundle (written without an owner reference).
+// when the Secret is written, with or without an owner reference
+// (valuesSecretHandler); the retry covers what no event announces (a
+// watch event lost, a Secret written while its Bundle was not in this
+// replica's cache yet).
 const (
 	valuesRetry    = 5 * time.Second
 	valuesRetryMax = 5 * time.Minute
@@ -285,25 +287,31 @@ func setValuesPending(b *fleet.Bundle, err error) {
 	meta.RemoveStatusCondition(&b.Status.Conditions, fleet.ConditionStalled)
 }
 
-// valuesSecretHandler enqueues the Bundle that controls a values Secret
-// (named like it) when the Secret changes or goes, so that a Bundle waiting for
+// valuesSecretHandler enqueues the Bundle a values Secret (named like it)
+// belongs to when the Secret changes or goes, so that a Bundle waiting for
 // its values goes on as soon as they are written. It sees metadata only.
-// Every shard's manager watches every Secret, so it enqueues only the
-// Bundles of its own shard (ownValuesSecret): another shard's would cost
-// it an uncached read (movedToOtherShard) per write, and could have it
-// take their Secrets for orphans.
+// The Bundle is the one that controls the Secret or, for a Secret written
+// without that owner reference (Rancher's ManagedChart controller writes
+// them so, as may a user or another tool), the Bundle of the Secret's name
+// that takes its values from a Secret (valuesBundleInCache): the event
+// tells neither the Secret's type nor its data, so the Bundle decides, and
+// a Secret whose name is no such Bundle's costs a cache lookup and no
+// reconcile. Every shard's manager watches every Secret, so it enqueues
+// only the Bundles of its own shard (ownValuesSecret, or the Bundle's own
+// labels): another shard's would cost it an uncached read
+// (movedToOtherShard) per write, and could have it take their Secrets for
+// orphans.
 func (r *Reconciler) valuesSecretHandler() handler.EventHandler {
 	enqueue := func(ctx context.Context, q queue, objs ...client.Object) {
 		o := objs[len(objs)-1]
-		for _, ref := range o.GetOwnerReferences() {
-			gv, err := schema.ParseGroupVersion(ref.APIVersion)
-			if err != nil || gv.Group != fleet.GroupVersion.Group || ref.Kind != "Bundle" || ref.Controller == nil || !*ref.Controller || ref.Name != o.GetName() {
-				continue
-			}
-			if r.ownValuesSecret(ctx, objs...) {
-				q.Add(req(o.GetNamespace(), ref.Name))
-			}
-			return
+		wake := false
+		if controlledByBundleOfName(o) {
+			wake = r.ownValuesSecret(ctx, objs...)
+		} else {
+			wake = r.valuesBundleInCache(ctx, o)
+		}
+		if wake {
+			q.Add(req(o.GetNamespace(), o.GetName()))
 		}
 	}
 	return handler.Funcs{
@@ -317,6 +325,34 @@ func (r *Reconciler) valuesSecretHandler() handler.EventHandler {
 		// values are missing (nothing deployed changes).
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { enqueue(ctx, q, e.Object) },
 	}
+}
+
+// controlledByBundleOfName reports whether o's controller reference is a
+// Bundle of o's name, as a Fleet writer sets it on a values Secret.
+func controlledByBundleOfName(o client.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	if ref == nil || ref.Kind != "Bundle" || ref.Name != o.GetName() {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == fleet.GroupVersion.Group
+}
+
+// valuesBundleInCache reports whether the Secret o, which no Bundle of
+// its name controls, may be the values Secret of a Bundle of this replica: this
+// replica's cache holds a Bundle of o's namespace and name, of this shard,
+// that names its values by spec.valuesHash (so reads them from the Secret
+// of its name, whoever wrote it). Such a Bundle is woken whether it waits
+// for its values or has them: a deleted Secret is reported at once, as one
+// it controls is, and a pass for a Secret unchanged in what the Bundle
+// names costs no read (bundleWithValues). Its values retry (waits, due) is
+// left as it is by such a pass: only the retry timer's passes lengthen it.
+func (r *Reconciler) valuesBundleInCache(ctx context.Context, o client.Object) bool {
+	b := &fleet.Bundle{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, b); err != nil {
+		return false
+	}
+	return b.Spec.ValuesHash != "" && b.Labels[fleet.ShardLabel] == r.Opts.ShardID
 }
 
 // ownValuesSecret reports whether a values Secret (in any of the versions
