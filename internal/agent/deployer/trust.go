@@ -10,6 +10,13 @@ package deployer
 // user. So the agent signs every revision it writes (an HMAC over what
 // those decisions read, keyed with a random key kept in a Secret of its
 // own namespace) and acts only on revisions that carry a valid signature.
+//
+// Storage written before the agent signed anything is adopted (signed) by
+// its BundleDeployment's next deploy when it was created before the
+// adoption cutoff: the first key's creation time, recorded once on the
+// agent's Namespace (SigningCutoffAnnotation). Not the current key's
+// creation time: a key deleted and created again would make every unsigned
+// revision planted meanwhile "older than the key", and adoptable.
 
 import (
 	"context"
@@ -47,15 +54,28 @@ const (
 	// (a status change), and drops annotations.
 	SignatureLabel = "fleet.cattle.io/release-signature"
 	// SigningKeySecret, in the agent's namespace, holds the key the agent
-	// signs its release storage with. The agent creates it on first use;
-	// its creation time separates revisions written before the agent
-	// signed anything (adoptable, see adopt) from unsigned ones written
-	// since (never the agent's).
+	// signs its release storage with. The agent creates it on first use.
 	SigningKeySecret = "fleet-agent-release-signing-key"
 	signingKeyField  = "key"
 	signingKeyLen    = 32
-	// signerLoadTimeout bounds reading (or creating) the key.
+	// SigningCutoffAnnotation on the agent's Namespace (RFC 3339) is the
+	// adoption cutoff: revisions created before it were written before
+	// the agent signed anything (adoptable, see adopt), unsigned ones
+	// created since are never the agent's. The agent records the first
+	// key's creation time once and never moves it later: it is not the
+	// key Secret's own timestamp, which a deleted and re-created key
+	// would move, nor anywhere a user who may only write Secrets of some
+	// namespace can change.
+	SigningCutoffAnnotation = "fleet.cattle.io/release-signing-cutoff"
+)
+
+var (
+	// signerLoadTimeout bounds reading (or creating) the key and the
+	// cutoff. A variable so that a test can shorten it.
 	signerLoadTimeout = 30 * time.Second
+	// cutoffRetryInterval is how long an agent that could not read or
+	// record the cutoff adopts nothing before it tries again.
+	cutoffRetryInterval = time.Minute
 )
 
 // signedStorageLabels are the storage labels a signature covers: what
@@ -66,9 +86,15 @@ var signedStorageLabels = []string{StorageBundleIDLabel, StorageAgentNamespaceLb
 // leaves it: no message, log or status quotes it.
 type signer struct {
 	key []byte
-	// since is when the key was created: no revision created before
-	// could carry a signature made with it.
-	since time.Time
+	// keyCreated is when the key Secret was created.
+	keyCreated time.Time
+	// cutoff is the adoption cutoff (SigningCutoffAnnotation), never
+	// later than keyCreated; zero (nothing is adopted) while it could not
+	// be read or recorded.
+	cutoff time.Time
+	// retryAt is when the Deployer tries again to read or record an
+	// unknown cutoff; guarded by the Deployer's keyMu.
+	retryAt time.Time
 }
 
 // signedRevision is what a signature covers: the revision's identity and
@@ -190,20 +216,23 @@ func (s *signer) verifySecret(sec *corev1.Secret, rel *release.Release) bool {
 	return rel != nil && sec.Name == storageKey(rel.Name, rel.Version) && s.verify(sec.Namespace, rel, sec.Labels)
 }
 
-// beforeKey reports whether storage Secret sec was created before the key
-// existed: written by an agent that did not sign (or by one whose key was
-// lost), never by this one.
+// beforeKey reports whether storage Secret sec was created before the
+// adoption cutoff: written by an agent that did not sign yet, never by
+// this one. Always false while the cutoff is unknown.
 func (s *signer) beforeKey(sec *corev1.Secret) bool {
-	return sec.CreationTimestamp.Time.Before(s.since)
+	return sec.CreationTimestamp.Time.Before(s.cutoff)
 }
 
 // signer returns the agent's signing key, reading it from SigningKeySecret
-// or creating it (and the agent namespace, where it does not exist yet).
-// It is read once per Deployer; a failure is retried on the next call.
+// or creating it (and the agent namespace, where it does not exist yet),
+// with the adoption cutoff (recordCutoff). The key is read once per
+// Deployer; a failure is retried on the next call. A cutoff that could not
+// be read or recorded leaves the signer adopting nothing, and is tried
+// again after cutoffRetryInterval.
 func (d *Deployer) signer(ctx context.Context) (*signer, error) {
 	d.keyMu.Lock()
 	defer d.keyMu.Unlock()
-	if d.sig != nil {
+	if d.sig != nil && (d.sig.retryAt.IsZero() || time.Now().Before(d.sig.retryAt)) {
 		return d.sig, nil
 	}
 	// Bounded: keyMu is held meanwhile, and Current and CorrectDrift
@@ -211,12 +240,75 @@ func (d *Deployer) signer(ctx context.Context) (*signer, error) {
 	// block every deploy of the agent for good.
 	lctx, cancel := context.WithTimeout(ctx, signerLoadTimeout)
 	defer cancel()
-	sig, err := loadSigner(lctx, d.core, d.agentNamespace)
-	if err != nil {
-		return nil, err
+	sig := d.sig
+	if sig == nil {
+		var err error
+		if sig, err = loadSigner(lctx, d.core, d.agentNamespace); err != nil {
+			return nil, err
+		}
 	}
-	d.sig = sig
-	return sig, nil
+	cutoff, err := recordCutoff(lctx, d.core, d.agentNamespace, sig.keyCreated)
+	if err != nil {
+		// Fail closed: adopting up to a later time (the key's creation)
+		// is what the recorded cutoff prevents. The error names the
+		// namespace and annotation, never the key.
+		crlog.FromContext(ctx).Error(err, "adopting no release storage stored before the agent signed its releases until the adoption cutoff is recorded",
+			"namespace", d.agentNamespace, "annotation", SigningCutoffAnnotation, "retryIn", cutoffRetryInterval.String())
+		if d.sig == nil {
+			d.sig = sig
+		}
+		d.sig.retryAt = time.Now().Add(cutoffRetryInterval)
+		return d.sig, nil
+	}
+	// A new signer rather than a changed one: stores of actions under
+	// way read the old one without keyMu.
+	d.sig = &signer{key: sig.key, keyCreated: sig.keyCreated, cutoff: cutoff}
+	return d.sig, nil
+}
+
+// recordCutoff returns the adoption cutoff recorded on agent namespace ns
+// (SigningCutoffAnnotation), never later than keyCreated, the creation of
+// the key in use. Where none is recorded (a new agent, or one upgraded
+// from a build that did not record it) it records keyCreated: the key is
+// the first, or the one the earlier build signed with. The write is
+// conditional on the Namespace read, so that two processes of the agent
+// cannot record different times.
+func recordCutoff(ctx context.Context, core corev1client.CoreV1Interface, ns string, keyCreated time.Time) (time.Time, error) {
+	namespaces := core.Namespaces()
+	for range 3 {
+		obj, err := namespaces.Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("reading the adoption cutoff of the agent namespace %s: %w", ns, err)
+		}
+		if v, ok := obj.Annotations[SigningCutoffAnnotation]; ok {
+			recorded, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				// Not replaced by the key's creation, which may be later
+				// than the lost value: an operator sets it.
+				return time.Time{}, fmt.Errorf("annotation %s of the agent namespace %s is not an RFC 3339 time", SigningCutoffAnnotation, ns)
+			}
+			if keyCreated.Before(recorded) {
+				return keyCreated, nil
+			}
+			return recorded, nil
+		}
+		if obj.Annotations == nil {
+			obj.Annotations = map[string]string{}
+		}
+		obj.Annotations[SigningCutoffAnnotation] = keyCreated.UTC().Format(time.RFC3339)
+		_, err = namespaces.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		switch {
+		case err == nil:
+			return keyCreated, nil
+		case apierrors.IsConflict(err):
+			// Changed meanwhile (maybe another process of this agent
+			// recorded it): read it again.
+			continue
+		default:
+			return time.Time{}, fmt.Errorf("recording the adoption cutoff on the agent namespace %s: %w", ns, err)
+		}
+	}
+	return time.Time{}, fmt.Errorf("the adoption cutoff of the agent namespace %s could not be recorded: it kept changing", ns)
 }
 
 func loadSigner(ctx context.Context, core corev1client.CoreV1Interface, ns string) (*signer, error) {
@@ -271,18 +363,18 @@ func signerOf(sec *corev1.Secret) (*signer, error) {
 		return nil, fmt.Errorf("the release signing key %s/%s holds no usable key (field %q, at least %d bytes); delete the Secret to have the agent create a new one",
 			sec.Namespace, sec.Name, signingKeyField, signingKeyLen)
 	}
-	return &signer{key: key, since: sec.CreationTimestamp.Time}, nil
+	return &signer{key: key, keyCreated: sec.CreationTimestamp.Time}, nil
 }
 
 // adopt signs the revisions of release ns/name (where bdName's options put
-// it) that an agent stored before this key existed — an agent of an
-// earlier version, which did not sign, or this one before its key was
-// lost — so that the agent may act on them again. Only revisions that can
-// be nothing but bdName's release are adopted: created before the key
-// (a Secret's creation time is set by the API server; nobody can date one
-// back), stored where bdName deploys, under the name it deploys, labelled
+// it) that an agent stored before the adoption cutoff — an agent of an
+// earlier version, which did not sign — so that the agent may act on them
+// again. Only revisions that can be nothing but bdName's release are
+// adopted: created before the cutoff (a Secret's creation time is set by
+// the API server; nobody can date one back), stored where bdName deploys, under the name it deploys, labelled
 // and annotated as written by this agent for bdName. Unsigned revisions
-// written since the key exists are never adopted. It is the first read of
+// written since the cutoff are never adopted, nor is anything while the
+// cutoff is unknown. It is the first read of
 // an action for bdName: Helm's later reads of the release are answered
 // from the same list (releaseSecrets).
 func (d *Deployer) adopt(ctx context.Context, ac *action.Configuration, bdName, name string) error {

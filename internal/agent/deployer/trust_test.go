@@ -171,10 +171,10 @@ func TestTamperedRevisionNotTrusted(t *testing.T) {
 	}
 }
 
-// Revisions stored before the agent's key existed (by an agent that did
-// not sign yet, or signed with a key since lost) are kept but not trusted
-// until a deploy of their BundleDeployment adopts them; unsigned ones
-// written after the key exists never are, and a first install does not go
+// Revisions stored before the adoption cutoff (by an agent of an earlier
+// build, which neither signed nor recorded a cutoff) are kept but not
+// trusted until a deploy of their BundleDeployment adopts them; unsigned
+// ones written after the cutoff never are, and a first install does not go
 // over them.
 func TestLegacyStorageAdopted(t *testing.T) {
 	ctx := context.Background()
@@ -205,12 +205,21 @@ func TestLegacyStorageAdopted(t *testing.T) {
 			}
 		}
 	}
-	// The key is lost; the new one is created in a later second than
-	// every revision above (creation times have seconds).
+	// As the earlier build left things: no key, no cutoff. The new key is
+	// created in a later second than every revision above (creation
+	// times have seconds).
 	for !time.Now().After(latest.Add(time.Second)) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := old.core.Secrets(agentNS).Delete(ctx, SigningKeySecret, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nsObj, err := old.core.Namespaces().Get(ctx, agentNS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(nsObj.Annotations, SigningCutoffAnnotation)
+	if _, err := old.core.Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := New(cfg, agentNS)
