@@ -272,22 +272,34 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		switch {
 		case vf.ConfigMapKeyRef != nil:
 			ref := vf.ConfigMapKeyRef
-			cm, err := core.ConfigMaps(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			ns, key := orDefault(ref.Namespace, releaseNS), orDefault(ref.Key, "values.yaml")
+			cm, err := core.ConfigMaps(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("valuesFrom configmap %s: %w", ref.Name, err)
 			}
-			raw = cm.Data[orDefault(ref.Key, "values.yaml")]
+			v, ok := cm.Data[key]
+			if !ok {
+				// As in Rancher Fleet: a typo must not deploy the chart's
+				// defaults and report Ready.
+				return nil, nil, missingKey(key, "configmap", ns, ref.Name)
+			}
+			raw = v
 		case vf.SecretKeyRef != nil:
 			ref := vf.SecretKeyRef
 			if orDefault(ref.Namespace, releaseNS) == d.agentNamespace && ref.Name == SigningKeySecret {
 				// With it a bundle could sign release storage as the agent.
 				return nil, nil, fmt.Errorf("%w: valuesFrom secret %s: the agent's release signing key is not a values source", ErrRender, ref.Name)
 			}
-			s, err := core.Secrets(orDefault(ref.Namespace, releaseNS)).Get(ctx, ref.Name, metav1.GetOptions{})
+			ns, key := orDefault(ref.Namespace, releaseNS), orDefault(ref.Key, "values.yaml")
+			s, err := core.Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 			if err != nil {
 				return nil, nil, fmt.Errorf("valuesFrom secret %s: %w", ref.Name, err)
 			}
-			raw = string(s.Data[orDefault(ref.Key, "values.yaml")])
+			v, ok := s.Data[key]
+			if !ok {
+				return nil, nil, missingKey(key, "secret", ns, ref.Name)
+			}
+			raw = string(v)
 			fromSecret = true
 		default:
 			continue
@@ -306,6 +318,13 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		out = mergeValues(out, m)
 	}
 	return out, secret, nil
+}
+
+// missingKey is the error for a valuesFrom object that exists but lacks
+// the key, worded as Rancher Fleet's. It names the key, never a value. It is
+// not ErrRender: filling the key downstream fixes it on the next retry.
+func missingKey(key, kind, ns, name string) error {
+	return fmt.Errorf("key %q is missing from %s %s/%s, can't use it in valuesFrom", key, kind, ns, name)
 }
 
 // minRedacted is the shortest Secret value redactValues masks: shorter
