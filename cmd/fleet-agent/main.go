@@ -1,9 +1,9 @@
 // Command fleet-agent runs in each managed cluster: it registers the cluster
 // with the Fleet manager and deploys the cluster's BundleDeployments.
 //
-// In a cluster it uses the in-cluster config; with --kubeconfig it runs
-// outside the cluster against that cluster (same code path; for tests and
-// development).
+// In a cluster (no $KUBECONFIG) it uses the in-cluster config; with
+// --kubeconfig or $KUBECONFIG it runs outside the cluster against that
+// cluster (same code path; for tests and development).
 package main
 
 import (
@@ -28,11 +28,11 @@ import (
 func main() {
 	var opts agent.Options
 	fs := pflag.NewFlagSet("fleet-agent", pflag.ExitOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster the agent manages (default: in-cluster config)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster the agent manages (empty: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.StringVar(&opts.Namespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "agent namespace (env NAMESPACE)")
 	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", 15*time.Minute), "how often the agent reports in (env CHECKIN_INTERVAL)")
 	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", 50), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
-	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables (env FLEET_AGENT_METRICS_BIND_ADDRESS)")
 	var sims simulatorFlags
 	fs.IntVar(&sims.count, "simulators", 0, "run this many simulated agents in this process instead of one agent (scale testing)")
 	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index>)")

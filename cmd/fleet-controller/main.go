@@ -14,6 +14,7 @@ import (
 	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/manager"
 	"github.com/fleetgo/fleet/internal/memlimit"
+	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/version"
 )
 
@@ -22,11 +23,11 @@ func main() {
 	var caFile string
 	fs := pflag.NewFlagSet("fleet-controller", pflag.ExitOnError)
 	fs.StringVar(&opts.SystemNamespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "namespace the controller runs in (env NAMESPACE)")
-	fs.StringVar(&opts.APIServerURL, "api-server-url", os.Getenv("API_SERVER_URL"), "URL agents use to reach this cluster (default: from the kubeconfig)")
+	fs.StringVar(&opts.APIServerURL, "api-server-url", os.Getenv("API_SERVER_URL"), "URL agents use to reach this cluster (env API_SERVER_URL; default: from the kubeconfig)")
 	fs.StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents use to verify this cluster (default: from the kubeconfig)")
 	fs.DurationVar(&opts.AgentCheckinInterval, "agent-checkin-interval", 15*time.Minute, "how often agents report in: the interval of agents installed on imported clusters and the one registration tokens' values give the fleet-agent chart (internal.checkinInterval); a cluster is Offline after 3 × the longer of this and the interval its agent reports")
 	fs.StringVar(&opts.ShardID, "shard-id", "", "only reconcile objects labelled fleet.cattle.io/shard-ref=<id>")
-	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables (env FLEET_METRICS_BIND_ADDRESS)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
 	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables (so does --gitops=false)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
@@ -38,8 +39,8 @@ func main() {
 	fs.StringVar(&opts.BootstrapNamespace, "bootstrap-namespace", "fleet-local", "namespace of the local Cluster and default ClusterGroup; empty disables")
 	fs.IntVar(&opts.Workers, "workers", 50, "concurrent reconciles per controller")
 	fs.IntVar(&opts.MaxInFlight, "max-requests-in-flight", kubeclient.DefaultMaxInFlight, "API requests (watches and Lease renewals excepted) the controller keeps in flight at most; keep it under the API server's --http2-max-streams-per-connection (100 by default)")
-	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials; agents renew them at 60% of it")
-	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE)")
+	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials, 10m at least (the API server refuses shorter tokens, and may cap longer ones); agents renew them at 60% of it")
+	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE; empty: "+registration.DefaultAgentImage+")")
 	fs.BoolVar(&opts.RegistrationTokenTTLRequired, "registration-token-ttl-required", os.Getenv("FLEET_REGISTRATION_TOKEN_TTL_REQUIRED") == "true", "delete ClusterRegistrationTokens that have no TTL (or one of 0 or less) (env FLEET_REGISTRATION_TOKEN_TTL_REQUIRED=true)")
 	fs.BoolVar(&opts.IgnoreClusterRegistrationLabels, "ignore-cluster-registration-labels", false, "drop every label agents send when they register; a Cluster created at registration gets only the labels the manager sets")
 	fs.StringVar(&opts.ContentAPI.Addr, "content-api-addr", ":8443", "address of the content API that agents read manifests through (behind the API server's aggregation layer); 0 disables it and grants each cluster Contents through a ClusterRoleBinding instead, as the manager does by itself when the API server has no aggregation layer")
@@ -50,7 +51,7 @@ func main() {
 	fs.Int64Var(&opts.GitLimits.MaxBytes, "git-checkout-max-bytes", git.DefaultMaxBytes, "total size of the files a GitRepo commit may hold")
 	fs.IntVar(&opts.GitLimits.MaxFiles, "git-checkout-max-files", git.DefaultMaxFiles, "number of files a GitRepo commit may hold")
 	fs.BoolVar(&opts.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key when cloning GitRepos and fetching git:: chart sources of GitRepos and HelmOps (insecure); otherwise servers are checked against the client Secret's known_hosts or the known-hosts ConfigMap in --namespace")
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (default: in-cluster)")
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the manager cluster (env KUBECONFIG; empty: the in-cluster config, else ~/.kube/config)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])

@@ -138,7 +138,7 @@ of -l and --commit added. Nothing is pruned.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.Output, "output", "o", "", "write the bundles as YAML to this file ('-' for stdout) instead of applying them")
-	fl.StringVarP(&f.FleetFile, "file", "f", "", "fleet.yaml to use for the first PATH ('-' reads it from stdin)")
+	fl.StringVarP(&f.FleetFile, "file", "f", "", "fleet.yaml to use for the single PATH, in place of PATH/fleet.yaml ('-' reads it from stdin; refused with several PATHs)")
 	fl.StringToStringVarP(&f.Labels, "label", "l", nil, "labels to add to every bundle (key=value)")
 	fl.StringVar(&f.TargetsFile, "targets-file", "", "YAML file with targets and targetRestrictions to append")
 	fl.BoolVarP(&f.Compress, "compress", "c", false, "always store resources base64+gz")

@@ -75,7 +75,7 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&opts.TTL, "ttl", "t", "1440m", "How long the generated registration token is valid, 0 means forever (negative is refused)")
-	f.StringVarP(&opts.Group, "group", "g", fleet.DefaultClusterGroup, "Cluster group to generate config for; when given, its matchLabels become the labels of registered clusters")
+	f.StringVarP(&opts.Group, "group", "g", "", "ClusterGroup in the workspace whose matchLabels become the labels of registered clusters; without it no labels are added")
 	f.StringVar(&opts.ServerURL, "server-url", "", "The full https:// URL to the fleet management server (default: the token's apiServerURL, else the kubeconfig's)")
 	f.StringVarP(&opts.CAFile, "ca-file", "c", "", "File containing optional CA cert (PEM) for fleet management server (default: the token's apiServerCA, else the kubeconfig's)")
 	f.BoolVar(&opts.NoCA, "no-ca", false, "Do not give agents a CA (the server's certificate is publicly trusted)")

@@ -32,8 +32,9 @@ func newStatusCmd(g *Globals) *cobra.Command {
 		Long: `status shows the fleet as seen from the manager cluster: the registered clusters with the
 time each agent last checked in, then for every GitRepo and HelmOp a matrix of its bundles (rows) on the
 clusters (columns) with the state of each deployment (Ready, NotReady, WaitApplied, ErrApplied,
-Modified, OutOfSync, Offline, or "-" when the bundle does not target that cluster), and finally
-the first error of everything that is not Ready.
+Modified, OutOfSync, Offline for a deployment that is not Ready on a cluster that stopped checking in,
+or "-" when the cluster has no deployment of the bundle: not targeted, or not created yet, e.g. held
+back by the rollout's maxNew), and finally the first error of everything that is not Ready.
 
 By default the view refreshes until interrupted; --once prints one plain snapshot.`,
 		Example: `  fleet status --once -n fleet-default

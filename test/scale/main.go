@@ -25,7 +25,7 @@ import (
 func main() {
 	harness.MaybeChild()
 	var (
-		out         = flag.String("out", "", "directory for logs, profiles and <scenario>.json (default: a temporary directory per scenario)")
+		out         = flag.String("out", "", "each scenario writes result.json, its logs and its profiles into <out>/<scenario>/ (default: a new temporary directory per scenario, outDir in the JSON)")
 		idle        = flag.Duration("idle", 0, "override the idle window (the idle scenario's default is 10m)")
 		mode        = flag.String("simulate-apply", "", "override the apply mode: status-only or real")
 		timeout     = flag.Duration("phase-timeout", 0, "give up a phase after this long (default: the scenario's, 1h for 10k-10, else 20m)")
