@@ -185,9 +185,9 @@ func applyOptions(spec *fleet.BundleSpec, o *Options) {
 		cd := *o.CorrectDrift
 		spec.CorrectDrift = &cd
 	}
-	if o.SyncGeneration != 0 {
-		spec.ForceSyncGeneration = o.SyncGeneration
-	}
+	// Always the GitRepo's value, 0 included, as in Rancher Fleet: it feeds
+	// the deploymentID, which must match Rancher's for the same repository.
+	spec.ForceSyncGeneration = o.SyncGeneration
 }
 
 // assembleTargets builds targets and restrictions as Fleet's reader does

@@ -133,7 +133,8 @@ type Options struct {
 	Paused, KeepResources, DeleteNamespace bool
 	// CorrectDrift overrides fleet.yaml when set.
 	CorrectDrift *fleet.CorrectDrift
-	// SyncGeneration sets forceSyncGeneration when not zero.
+	// SyncGeneration is the Bundle's forceSyncGeneration, 0 included: as in
+	// Rancher Fleet it always replaces fleet.yaml's.
 	SyncGeneration int64
 	// Auth is used for chart downloads; AuthByPath overrides it per bundle
 	// path (relative to root). HelmRepoURLRegex restricts which repository
@@ -435,7 +436,9 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      bundleName,
 			Namespace: in.opts.Namespace,
-			Labels:    mergeLabels(fy.Labels, in.opts.Labels),
+			// fleet.yaml's labels win over the GitRepo's (--label), as in
+			// Rancher Fleet; the reserved ones were dropped from fy.Labels.
+			Labels: mergeLabels(in.opts.Labels, fy.Labels),
 		},
 		Spec: *spec,
 	}
