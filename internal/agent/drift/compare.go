@@ -10,6 +10,7 @@ package drift
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -106,7 +107,9 @@ func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) 
 		}
 		out = append(out, p.JSONPointers...)
 		for _, op := range p.Operations {
-			if op.Op == "remove" || op.Op == "ignore" {
+			// ignore names whole objects (ignoredWhenMissing), never a
+			// path: Rancher skips it when building its normalizers.
+			if op.Op == "remove" {
 				out = append(out, op.Path)
 			}
 		}
@@ -128,6 +131,41 @@ func matches(obj *unstructured.Unstructured, p fleet.ComparePatch) bool {
 		(p.APIVersion == "" || p.APIVersion == obj.GetAPIVersion()) &&
 		(p.Name == "" || p.Name == obj.GetName()) &&
 		(p.Namespace == "" || p.Namespace == obj.GetNamespace())
+}
+
+// ignoredWhenMissing reports whether a comparePatches entry with the
+// operation {op: ignore} covers obj. Rancher Fleet drops such objects from
+// the ones to create, so an object the user deleted on purpose is neither
+// reported missing nor makes the bundle Modified, and correctDrift does not
+// bring it back. Matching is Rancher's: apiVersion, kind and namespace equal
+// (no namespace: cluster-scoped objects only); no name matches every object
+// of that kind in the namespace, otherwise the name matches exactly or as an
+// unanchored regular expression (".*optional.*"). An entry whose name is not
+// a valid regular expression is discarded, as in Rancher.
+func ignoredWhenMissing(obj *unstructured.Unstructured, patches []fleet.ComparePatch) bool {
+	for _, p := range patches {
+		if !hasIgnoreOp(p) || p.APIVersion != obj.GetAPIVersion() || p.Kind != obj.GetKind() ||
+			p.Namespace != obj.GetNamespace() {
+			continue
+		}
+		re, err := regexp.Compile(p.Name)
+		if err != nil {
+			continue
+		}
+		if p.Name == "" || p.Name == obj.GetName() || re.MatchString(obj.GetName()) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasIgnoreOp(p fleet.ComparePatch) bool {
+	for _, op := range p.Operations {
+		if op.Op == "ignore" {
+			return true
+		}
+	}
+	return false
 }
 
 // removePointer deletes the value at a JSON pointer, if present.

@@ -48,6 +48,11 @@ func Evaluate(desired []*unstructured.Unstructured, live LiveFunc, opts Options)
 		}
 		ref := fleet.BundleDeploymentResource{Kind: d.GetKind(), APIVersion: d.GetAPIVersion(), Namespace: d.GetNamespace(), Name: d.GetName()}
 		if l == nil {
+			if ignoredWhenMissing(d, opts.ComparePatches) {
+				// Deliberately absent ({op: ignore}): not expected at all.
+				res.Counts.DesiredReady--
+				continue
+			}
 			res.NonModified = false
 			res.Counts.Missing++
 			res.Modified = append(res.Modified, fleet.ModifiedStatus{
