@@ -107,9 +107,12 @@ func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) 
 		}
 		out = append(out, p.JSONPointers...)
 		for _, op := range p.Operations {
-			// ignore names whole objects (ignoredWhenMissing), never a
-			// path: Rancher skips it when building its normalizers.
-			if op.Op == "remove" {
+			// An ignore without a path names whole objects
+			// (ignoredWhenMissing); one with a path also keeps ignoring
+			// that path, as this project always did, so that a
+			// fleet.yaml relying on it does not start a correctDrift
+			// loop over a field another controller writes.
+			if op.Op == "remove" || (op.Op == "ignore" && op.Path != "") {
 				out = append(out, op.Path)
 			}
 		}

@@ -69,21 +69,32 @@ func TestIgnoreOpSuppressesMissing(t *testing.T) {
 	}
 }
 
-// TestIgnoreOpIsNoPathRemoval: as in Rancher, an ignore operation is no
-// normalizer, so a changed object that exists downstream is still drift even
-// when the ignore entry carries a path.
-func TestIgnoreOpIsNoPathRemoval(t *testing.T) {
-	live := obj(t, optionalCM)
-	live.Object["data"] = map[string]any{"a": "2"}
+// TestIgnoreOpWithPathRemovesPath: an ignore operation with a path keeps
+// removing that path from the comparison, as before ignore also named whole
+// objects, so a field another controller writes is no drift, while a change
+// elsewhere in the object still is.
+func TestIgnoreOpWithPathRemovesPath(t *testing.T) {
 	patch := fleet.ComparePatch{
 		APIVersion: "v1", Kind: "ConfigMap", Namespace: "app", Name: "my-optional-config",
 		Operations: []fleet.Operation{{Op: "ignore", Path: "/data"}},
 	}
+	live := obj(t, optionalCM)
+	live.Object["data"] = map[string]any{"a": "2"}
 	modified, _, err := Diff(obj(t, optionalCM), live, []fleet.ComparePatch{patch})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if modified {
+		t.Fatal("a change of the ignored path reported as drift")
+	}
+	desired := obj(t, optionalCM)
+	desired.SetLabels(map[string]string{"tier": "a"})
+	live.SetLabels(map[string]string{"tier": "b"})
+	modified, _, err = Diff(desired, live, []fleet.ComparePatch{patch})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !modified {
-		t.Fatal("changed data not reported as drift")
+		t.Fatal("a change outside the ignored path not reported as drift")
 	}
 }
