@@ -375,6 +375,12 @@ func (r *ClusterReconciler) currentOverride(ctx context.Context, cluster *fleet.
 	}
 	s := &corev1.Secret{}
 	err := r.Reader.Get(ctx, key, s, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+	if err != nil && rv != "0" && !apierrors.IsNotFound(err) {
+		// An API server behind the watched version (several behind one
+		// address) times out or refuses it: take what it has rather than
+		// fail the Cluster's reconcile; the next event or recheck follows.
+		err = r.Reader.Get(ctx, key, s, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return apiServerOverride{}, nil

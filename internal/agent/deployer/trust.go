@@ -360,8 +360,8 @@ func signerOf(sec *corev1.Secret) (*signer, error) {
 	if len(key) < signingKeyLen {
 		// Not regenerated: every release signed with the lost key would
 		// silently stop being the agent's.
-		return nil, fmt.Errorf("the release signing key %s/%s holds no usable key (field %q, at least %d bytes); delete the Secret to have the agent create a new one",
-			sec.Namespace, sec.Name, signingKeyField, signingKeyLen)
+		return nil, fmt.Errorf("the release signing key %s/%s holds no usable key (field %q, at least %d bytes); deleting the Secret has the agent create a new one, but releases signed with the lost key are then no longer trusted until their storage is removed or the annotation %s of the agent namespace is set to the new key's creation time (see docs/agent.md)",
+			sec.Namespace, sec.Name, signingKeyField, signingKeyLen, SigningCutoffAnnotation)
 	}
 	return &signer{key: key, keyCreated: sec.CreationTimestamp.Time}, nil
 }
