@@ -31,7 +31,8 @@ served over HTTP with a GitRepo deploying it to both clusters.`,
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Build, start (or resume) the local fleet and wait until every bundle is Ready",
-		Long: `up builds bin/fleet-controller and bin/fleet-agent (and kube-apiserver + etcd on first use),
+		Long: `up builds bin/fleet-controller and bin/fleet-agent (and kube-apiserver + etcd into
+bin/controlplane on first use, unless KUBEBUILDER_ASSETS names a directory that holds them),
 starts three control planes, the manager and two agents, registers one cluster agent-initiated
 (env=dev) and one manager-initiated (env=prod), serves the example repository over HTTP and
 creates a GitRepo for it, then shows progress until every bundle is Ready on both clusters.

@@ -85,3 +85,19 @@ func TestStatusHelpExplainsDash(t *testing.T) {
 		}
 	}
 }
+
+// TestDevUpHelpNamesAssets: up uses KUBEBUILDER_ASSETS for kube-apiserver
+// and etcd when it is set (and stops when they are not there), so its
+// help must say so, not only docs/quickstart.md.
+func TestDevUpHelpNamesAssets(t *testing.T) {
+	help, _, err := runFleet(t, t.TempDir(), "", "dev", "up", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(help), " ")
+	for _, want := range []string{"KUBEBUILDER_ASSETS", "bin/controlplane"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("dev up --help lacks %q:\n%s", want, help)
+		}
+	}
+}
