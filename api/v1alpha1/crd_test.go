@@ -169,6 +169,18 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Create(ctx, rawToken(n, fmt.Sprintf("ok-%d", i), ttl))).To(Succeed(), ttl)
 	}
+	// A negative helm.timeoutSeconds in a target customization turns the
+	// bundle's timeout off (Rancher Fleet's merge), so it is accepted, as
+	// Rancher's CRD accepts it; a negative maxHistory is not.
+	g := NewWithT(t)
+	neg := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "timeout-off", Namespace: n}, Spec: fleet.BundleSpec{
+		BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{TimeoutSeconds: 300}},
+		Targets: []fleet.BundleTarget{{Name: "edge", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{TimeoutSeconds: -1}}}}}}
+	g.Expect(c.Create(ctx, neg)).To(Succeed())
+	hist := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "history", Namespace: n}, Spec: fleet.BundleSpec{
+		BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{MaxHistory: -1}}}}
+	err := c.Create(ctx, hist)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 }
 
 // TestClustersAreIndependent proves two test clusters share nothing.

@@ -107,9 +107,11 @@ type HelmOptions struct {
 	// Version is a chart version or semver constraint.
 	// +optional
 	Version string `json:"version,omitempty"`
-	// TimeoutSeconds > 0 makes Helm wait for resources.
+	// TimeoutSeconds > 0 makes Helm wait for resources. A negative value
+	// in a targetCustomization turns the bundle's timeout off for the
+	// clusters it matches, as in Rancher Fleet; anywhere else it means no
+	// wait, like 0.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// Values are Helm values, templated per cluster with ${ } delimiters.
 	// +optional

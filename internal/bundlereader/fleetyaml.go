@@ -95,6 +95,7 @@ func ParseFleetYAML(data []byte) (*FleetYAML, []string, error) {
 	var warnings []string
 	unknownKeys(generic, reflect.TypeOf(FleetYAML{}), "", &warnings)
 	stripInternal(fy, &warnings)
+	rootTimeoutOff(fy)
 	if n := len(fy.ImageScans); n > 0 {
 		// As in a Fleet whose image scanning is off (its default): the
 		// bundle deploys as written.
@@ -328,13 +329,29 @@ func stripInternal(fy *FleetYAML, warnings *[]string) {
 	}
 }
 
+// rootTimeoutOff stores a negative root helm.timeoutSeconds as 0. Rancher
+// Fleet accepts a negative timeout anywhere: its agent waits for resources
+// only with a positive one, and its options merge turns a customization's
+// negative timeout into 0, switching the root's off for the clusters the
+// customization matches. So a negative root timeout means no timeout,
+// which 0 says without a negative value in the Bundle; a customization's
+// (targetCustomizations[], targets[]) stays negative, as target.Merge
+// needs it to tell "off" from "not set" (0).
+func rootTimeoutOff(fy *FleetYAML) {
+	if h := fy.Helm; h != nil && h.TimeoutSeconds < 0 {
+		h.TimeoutSeconds = 0
+	}
+}
+
 func validateOptions(prefix string, o *fleet.BundleDeploymentOptions) error {
 	if o.Helm != nil {
 		if rn := o.Helm.ReleaseName; rn != "" && (len(rn) > 53 || !releaseNameRE.MatchString(rn)) {
 			return fmt.Errorf("%shelm.releaseName %q: must be at most 53 lower-case alphanumerics, '-' or '.'", prefix, rn)
 		}
-		if o.Helm.TimeoutSeconds < 0 || o.Helm.MaxHistory < 0 {
-			return fmt.Errorf("%shelm: timeoutSeconds and maxHistory must not be negative", prefix)
+		// A negative timeoutSeconds is accepted (see rootTimeoutOff); a
+		// negative maxHistory has no meaning in Rancher Fleet either.
+		if o.Helm.MaxHistory < 0 {
+			return fmt.Errorf("%shelm.maxHistory must not be negative", prefix)
 		}
 		for i, vf := range o.Helm.ValuesFrom {
 			if vf.ConfigMapKeyRef == nil && vf.SecretKeyRef == nil {

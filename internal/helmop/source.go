@@ -2,6 +2,7 @@ package helmop
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -79,9 +80,20 @@ func sameHost(h *fleet.HelmOptions) string {
 	}
 	scope := "(?i)^([^@/:\\s]+@)?" + regexp.QuoteMeta(host) + ":"
 	if port == git.DefaultPort("ssh") {
-		return scope + "(22:|" + scpNoPort + ")"
+		return scope + "(" + scpZeros(port) + "22:|" + scpNoPort + ")"
 	}
-	return scope + port + `:[^\\]`
+	return scope + scpZeros(port) + port + `:[^\\]`
+}
+
+// scpZeros matches the leading zeros go-git still reads as part of an
+// scp-like port before port (it reads one to five digits: 0022 is port 22,
+// 0000022 is no port at all), so that a chart written git@host:0022:path
+// matches its own scope as HostPort reads it.
+func scpZeros(port string) string {
+	if n := 5 - len(port); n > 0 {
+		return fmt.Sprintf("0{0,%d}", n)
+	}
+	return ""
 }
 
 // urlPort is the part of a URL scope after the host: a port written out,
@@ -93,9 +105,11 @@ func urlPort(scheme, port string) string {
 	case "":
 		return ""
 	case git.DefaultPort(scheme):
-		return "(:" + port + ")?"
+		return "(:0*" + port + ")?"
 	}
-	return ":" + port
+	// Leading zeros: https://host:0443/ is port 443 to net/url and to
+	// HostPort, so it is in the scope of https://host.
+	return ":0*" + port
 }
 
 // scpNoPort matches the start of an scp-like path that go-git does not

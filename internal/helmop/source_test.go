@@ -68,6 +68,27 @@ func TestSameHost(t *testing.T) {
 		{name: "ssh to an IPv6 literal", h: &fleet.HelmOptions{Chart: "git::ssh://git@[2001:db8::1]:2222/org/repo"},
 			match: []string{"ssh://git@[2001:db8::1]:2222/org/repo"},
 			not:   []string{"ssh://git@[2001:db8::1]/org/repo", "ssh://git@[2001:db8::10]:2222/org/repo", "ssh://git@[2001:db8::1]:22/org/repo"}},
+		// A port written with leading zeros is the same port to every
+		// client (net/url, go-git's one-to-five-digit scp-like port), so
+		// a chart written that way matches its own scope and the same
+		// server written without them, and no other port.
+		{name: "https with a zero-padded port", h: &fleet.HelmOptions{Repo: "https://charts.example.com:0443/stable", Chart: "web"},
+			match: []string{"https://charts.example.com:0443/stable/index.yaml", "https://charts.example.com/stable/index.yaml",
+				"https://charts.example.com:443/x", "https://charts.example.com:00443/x"},
+			not: []string{"https://charts.example.com:4430/x", "https://charts.example.com:8443/x", "https://charts.example.com:04431/x"}},
+		{name: "oci with a zero-padded port", h: &fleet.HelmOptions{Chart: "oci://registry.example:05000/charts/web"},
+			match: []string{"oci://registry.example:05000/charts/web", "oci://registry.example:5000/charts/web"},
+			not:   []string{"oci://registry.example/charts/web", "oci://registry.example:50000/charts/web"}},
+		{name: "ssh with a zero-padded port", h: &fleet.HelmOptions{Chart: "git::ssh://git@git.example:0022/org/repo"},
+			match: []string{"ssh://git@git.example:0022/org/repo", "ssh://git@git.example/org/repo", "ssh://git@git.example:22/org/repo"},
+			not:   []string{"ssh://git@git.example:2222/org/repo", "ssh://git@git.example:0222/org/repo"}},
+		{name: "scp-like with a zero-padded port", h: &fleet.HelmOptions{Chart: "git::git@git.example:02222:org/repo.git"},
+			match: []string{"git@git.example:02222:org/repo.git", "git@git.example:2222:org/repo.git"},
+			// six digits are no port to go-git: a path on port 22
+			not: []string{"git@git.example:002222:org/repo.git", "git@git.example:org/repo.git", "git@git.example:22222:org/repo.git"}},
+		{name: "scp-like with port 22 zero-padded", h: &fleet.HelmOptions{Chart: "git::git@git.example:0022:org/repo.git"},
+			match: []string{"git@git.example:0022:org/repo.git", "git@git.example:00022:org/repo.git", "git@git.example:org/repo.git", "git@git.example:22:org/repo.git"},
+			not:   []string{"git@git.example:2222:org/repo.git", "git@git.example:0222:org/repo.git"}},
 		{name: "github shorthand", h: &fleet.HelmOptions{Chart: "github.com/org/repo//charts/app?ref=v1"},
 			match: []string{"https://github.com/org/repo.git", "https://github.com/other/dep"},
 			not: []string{"https://github.com.evil.io/org/repo.git", "https://gitlab.com/org/repo.git",

@@ -107,8 +107,14 @@ func mergeHelm(out, c *fleet.HelmOptions) {
 	if c.Version != "" {
 		out.Version = c.Version
 	}
-	if c.TimeoutSeconds > 0 {
+	// As in Rancher Fleet, a negative timeout turns the base's off (0: the
+	// agent then does not wait for resources) for the clusters the
+	// customization matches; 0 means "not set" and keeps the base's.
+	switch {
+	case c.TimeoutSeconds > 0:
 		out.TimeoutSeconds = c.TimeoutSeconds
+	case c.TimeoutSeconds < 0:
+		out.TimeoutSeconds = 0
 	}
 	if c.MaxHistory > 0 {
 		out.MaxHistory = c.MaxHistory

@@ -41,6 +41,21 @@ func TestHostPort(t *testing.T) {
 		{in: "git@evil.example:github.com:org/repo.git", host: "evil.example", port: "22"},
 		{in: "oci://registry.example/charts/web", host: "registry.example", port: ""},
 		{in: "oci://registry.example:5000/charts/web", host: "registry.example", port: "5000"},
+		// A port with leading zeros is the same port (go-git and Go's
+		// dialer read it as a number), so it is given without them and
+		// compares equal to a scope written host:22 or host:443.
+		{in: "ssh://git@git.example:0022/org/repo.git", host: "git.example", port: "22"},
+		{in: "ssh://git@git.example:00002222/org/repo.git", host: "git.example", port: "2222"},
+		{in: "ssh://git@[2001:db8::1]:022/org/repo", host: "2001:db8::1", port: "22"},
+		{in: "https://git.example:0443/org/repo.git", host: "git.example", port: "443"},
+		{in: "https://alice:s3cret@git.example:00443/org/repo.git", host: "git.example", port: "443"},
+		{in: "http://[::1]:08080/x", host: "::1", port: "8080"},
+		{in: "oci://registry.example:05000/charts/web", host: "registry.example", port: "5000"},
+		{in: "git@git.example:0022:org/repo.git", host: "git.example", port: "22"},
+		{in: "git@git.example:02222:org/repo.git", host: "git.example", port: "2222"},
+		{in: "git@git.example:00001:org/repo.git", host: "git.example", port: "1"},
+		// Six digits are no port to go-git: a path on port 22.
+		{in: "git@git.example:002222:org/repo.git", host: "git.example", port: "22"},
 	} {
 		host, port, err := HostPort(tc.in)
 		if err != nil || host != tc.host || port != tc.port {
@@ -70,6 +85,10 @@ func TestHostPort(t *testing.T) {
 		"https://host:0/x", "https://host:70000/x", "git@host:0:org/repo", "git@host:99999:org/repo",
 		"a@b@host:org/repo", "git@[2001:db8::1]:org/repo", "[::1]:org/repo", "host:", "host:\\repo",
 		"https://alice:s3%zzcret@git.example/org/repo",
+		// Leading zeros do not make a port of 0 or of more than 65535.
+		"https://host:0000/x", "ssh://git@host:00000/x", "https://host:065536/x", "git@host:00000:org/repo",
+		"git@host:0:org/repo", "ssh://git@host:0x16/x", "https://host:+443/x", "https://host:-443/x",
+		"https://alice:s3cret@git.example:070000/org/repo", "ssh://alice:s3cret@git.example:99999999999999999999/org/repo",
 	} {
 		host, port, err := HostPort(in)
 		if err == nil {
@@ -105,6 +124,13 @@ func TestSubmoduleSameHost(t *testing.T) {
 		{a: "git@git.example:org/app.git", b: "a@b@git.example:org/lib.git", want: false},
 		{a: "git@git.example:org/app.git", b: "https://git.example/org/lib.git", want: false},
 		{a: "ssh://git@[2001:db8::1]/org/app.git", b: "ssh://git@[2001:db8::1]:22/org/lib.git", want: true},
+		{a: "https://git.example/org/app.git", b: "https://git.example:0443/org/lib.git", want: true},
+		{a: "https://git.example:08443/org/app.git", b: "https://git.example:8443/org/lib.git", want: true},
+		{a: "https://git.example:0443/org/app.git", b: "https://git.example:04430/org/lib.git", want: false},
+		{a: "ssh://git@git.example/org/app.git", b: "ssh://git@git.example:0022/org/lib.git", want: true},
+		{a: "git@git.example:org/app.git", b: "git@git.example:0022:org/lib.git", want: true},
+		{a: "git@git.example:2222:org/app.git", b: "ssh://git@git.example:02222/org/lib.git", want: true},
+		{a: "git@git.example:org/app.git", b: "git@git.example:02222:org/lib.git", want: false},
 		{a: "./app", b: "./app", want: false},
 	} {
 		if got := sameHost(tc.a, tc.b); got != tc.want {
