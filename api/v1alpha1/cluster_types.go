@@ -75,16 +75,20 @@ type ClusterSpec struct {
 	// +optional
 	HostNetwork *bool `json:"hostNetwork,omitempty"`
 	// AgentSchedulingCustomization is Rancher Fleet's PriorityClass and
-	// PodDisruptionBudget for the cluster's agent. It is accepted and
-	// stored so that existing Rancher Cluster manifests apply unchanged
-	// under strict field validation, but it is not yet applied to the
-	// agent: no PriorityClass or PodDisruptionBudget is created and a
-	// change does not reinstall the agent.
+	// PodDisruptionBudget for the agent the manager installs on an
+	// imported cluster: with priorityClass set, a PriorityClass
+	// fleet-agent-priority-class that the agent pod names; with
+	// podDisruptionBudget set, a PodDisruptionBudget
+	// fleet-agent-pod-disruption-budget in the agent namespace. Removing
+	// either deletes what the manager created downstream. A change
+	// reinstalls the agent. It has no effect on an agent installed with the
+	// fleet-agent Helm chart (agent-initiated registration).
 	// +optional
 	AgentSchedulingCustomization *AgentSchedulingCustomization `json:"agentSchedulingCustomization,omitempty"`
-	// AgentPullSecrets names image pull Secrets for the agent, as in
-	// Rancher Fleet. Like AgentSchedulingCustomization it is accepted and
-	// stored for compatibility but not yet applied to the agent.
+	// AgentPullSecrets names image pull Secrets of the agent pod the
+	// manager installs on an imported cluster, as in Rancher Fleet. The
+	// Secrets are not copied: they must exist in the agent namespace of the
+	// downstream cluster. A change reinstalls the agent.
 	// +optional
 	AgentPullSecrets *[]corev1.LocalObjectReference `json:"agentPullSecrets,omitempty"`
 }
@@ -98,20 +102,27 @@ type AgentSchedulingCustomization struct {
 	PodDisruptionBudget *PodDisruptionBudgetSpec `json:"podDisruptionBudget,omitempty"`
 }
 
-// PriorityClassSpec describes the PriorityClass Rancher Fleet creates for
-// the agent (not yet created here).
+// PriorityClassSpec describes the PriorityClass fleet-agent-priority-class
+// the manager creates for an imported cluster's agent. The API server does
+// not let a PriorityClass's value or preemptionPolicy change, so the
+// manager replaces its own PriorityClass when either is edited.
 type PriorityClassSpec struct {
-	// Value is the PriorityClass's priority.
+	// Value is the PriorityClass's priority, at most 1000000000 (higher
+	// values are reserved for system classes).
 	// +optional
 	Value int `json:"value,omitempty"`
-	// PreemptionPolicy is Never or PreemptLowerPriority.
+	// PreemptionPolicy is Never or PreemptLowerPriority (the default).
 	// +optional
 	PreemptionPolicy *corev1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
 }
 
-// PodDisruptionBudgetSpec describes the PodDisruptionBudget Rancher Fleet
-// creates for the agent (not yet created here). Values are a count or a
-// percentage, as strings.
+// PodDisruptionBudgetSpec describes the PodDisruptionBudget
+// fleet-agent-pod-disruption-budget the manager creates for an imported
+// cluster's agent. Values are a count of pods or a percentage ("1",
+// "50%"), as strings; set at most one of them. Neither set means
+// maxUnavailable 0, as in Rancher Fleet. Both set, or a value that is not
+// a count or a percentage of at most 100%, stops the import with
+// Imported=False (reason InvalidAgentSchedulingCustomization).
 type PodDisruptionBudgetSpec struct {
 	// +optional
 	MinAvailable string `json:"minAvailable,omitempty"`
@@ -147,7 +158,8 @@ type ClusterStatus struct {
 	AgentDeployedGeneration *int64 `json:"agentDeployedGeneration,omitempty"`
 	// AgentConfigHash fingerprints the agent the manager last installed on
 	// an imported cluster: its image (after privateRepoURL), namespace,
-	// env, tolerations, affinity, resources, hostNetwork, the manager's
+	// env, tolerations, affinity, resources, hostNetwork,
+	// agentSchedulingCustomization, agentPullSecrets, the manager's
 	// apiServerURL/CA and check-in interval. The manager installs the
 	// agent again when the hash of the current settings differs, so that
 	// a Cluster's agent settings and a new manager agent image reach the

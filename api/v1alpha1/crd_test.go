@@ -175,7 +175,7 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 	g := NewWithT(t)
 	neg := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "timeout-off", Namespace: n}, Spec: fleet.BundleSpec{
 		BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{TimeoutSeconds: 300}},
-		Targets: []fleet.BundleTarget{{Name: "edge", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{TimeoutSeconds: -1}}}}}}
+		Targets:                 []fleet.BundleTarget{{Name: "edge", BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{TimeoutSeconds: -1}}}}}}
 	g.Expect(c.Create(ctx, neg)).To(Succeed())
 	hist := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "history", Namespace: n}, Spec: fleet.BundleSpec{
 		BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{MaxHistory: -1}}}}

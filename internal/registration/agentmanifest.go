@@ -1,13 +1,21 @@
 package registration
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,7 +31,8 @@ type AgentManifest struct {
 	Image           string
 	CheckinInterval time.Duration
 	// Cluster supplies agent scheduling settings (env, tolerations,
-	// affinity, resources, hostNetwork) and privateRepoURL; optional.
+	// affinity, resources, hostNetwork, agentSchedulingCustomization,
+	// agentPullSecrets) and privateRepoURL; optional.
 	Cluster *fleet.Cluster
 }
 
@@ -54,11 +63,19 @@ func imagePath(image string) string {
 	return image
 }
 
-// AgentObjects are what an import applies to the downstream cluster: the
-// agent namespace, the bootstrap Secret, the agent ConfigMap, and the
-// agent's ServiceAccount, RBAC and Deployment.
+// AgentObjects are what an import applies to the downstream cluster, in
+// order: the agent namespace, the bootstrap Secret, the agent ConfigMap,
+// the agent's ServiceAccount and RBAC, the PriorityClass and
+// PodDisruptionBudget of the Cluster's agentSchedulingCustomization (when
+// it sets them), and the agent's Deployment. A customization that cannot
+// be applied is an *AgentSpecError.
+//
+// A Cluster without agentSchedulingCustomization and agentPullSecrets
+// yields the very objects it did before the manager applied them, so that
+// its agentConfigHash, and its agent, stay as they are.
 func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	ns := m.Namespace
+	var scheduling []client.Object
 	labels := map[string]string{"app": "fleet-agent"}
 	bootstrap := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName, Namespace: ns},
@@ -125,6 +142,26 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 			pod.HostNetwork = true
 			strategy.Type = appsv1.RecreateDeploymentStrategyType
 		}
+		if c.Spec.AgentPullSecrets != nil && len(*c.Spec.AgentPullSecrets) > 0 {
+			pod.ImagePullSecrets = append([]corev1.LocalObjectReference(nil), *c.Spec.AgentPullSecrets...)
+		}
+		if sc := c.Spec.AgentSchedulingCustomization; sc != nil {
+			pc, err := AgentPriorityClass(sc.PriorityClass)
+			if err != nil {
+				return nil, err
+			}
+			if pc != nil {
+				pod.PriorityClassName = pc.Name
+				scheduling = append(scheduling, pc)
+			}
+			pdb, err := AgentPodDisruptionBudget(ns, sc.PodDisruptionBudget)
+			if err != nil {
+				return nil, err
+			}
+			if pdb != nil {
+				scheduling = append(scheduling, pdb)
+			}
+		}
 	}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns, Labels: labels},
@@ -136,5 +173,227 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 		},
 	}
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	return []client.Object{nsObj, bootstrap, cfg, sa, role, binding, deploy}, nil
+	objs := []client.Object{nsObj, bootstrap, cfg, sa, role, binding}
+	// Before the Deployment: admission refuses a pod whose PriorityClass
+	// does not exist yet.
+	objs = append(objs, scheduling...)
+	return append(objs, deploy), nil
+}
+
+// Names of the objects an import creates for agentSchedulingCustomization,
+// Rancher Fleet's, so that tools and docs written for it find them.
+const (
+	AgentPriorityClassName        = "fleet-agent-priority-class"
+	AgentPodDisruptionBudgetName  = "fleet-agent-pod-disruption-budget"
+	agentPriorityClassDescription = "Priority class for Fleet Agent"
+	// AgentManagedByLabel (value AgentManagedByValue) marks the
+	// PriorityClass and PodDisruptionBudget the manager made downstream:
+	// when the customization is removed only those are deleted, never an
+	// object of the same name someone else made.
+	AgentManagedByLabel = "app.kubernetes.io/managed-by"
+	AgentManagedByValue = "fleet"
+	// maxUserPriority is the highest value the API server allows a
+	// PriorityClass that is not a system one.
+	maxUserPriority = 1_000_000_000
+)
+
+// AgentSpecError is a Cluster agent setting that cannot be applied (bad
+// input): the import stops and says so on the Cluster, without retrying,
+// for only an edit of the Cluster can fix it; what is installed downstream
+// stays as it is.
+type AgentSpecError struct {
+	// Field is the path of the setting, e.g.
+	// spec.agentSchedulingCustomization.podDisruptionBudget.
+	Field string
+	Msg   string
+}
+
+func (e *AgentSpecError) Error() string { return e.Field + ": " + e.Msg }
+
+// agentManagedLabels are the labels of the objects AgentManagedByLabel
+// marks.
+func agentManagedLabels() map[string]string {
+	return map[string]string{AgentManagedByLabel: AgentManagedByValue}
+}
+
+// AgentPriorityClass is the agent's PriorityClass for spec, nil when
+// spec is nil. Its value must be one a user may give (at most 1e9) and its
+// preemptionPolicy one the API server knows, checked here so that a typo
+// stops the import with a clear message rather than retrying a refused
+// apply.
+func AgentPriorityClass(spec *fleet.PriorityClassSpec) (*schedulingv1.PriorityClass, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	const field = "spec.agentSchedulingCustomization.priorityClass"
+	if spec.Value > maxUserPriority || spec.Value < math.MinInt32 {
+		return nil, &AgentSpecError{Field: field + ".value", Msg: fmt.Sprintf("%d is out of range: from %d to %d (higher values are reserved for system priority classes)",
+			spec.Value, math.MinInt32, maxUserPriority)}
+	}
+	if p := spec.PreemptionPolicy; p != nil && *p != corev1.PreemptNever && *p != corev1.PreemptLowerPriority {
+		return nil, &AgentSpecError{Field: field + ".preemptionPolicy", Msg: fmt.Sprintf("%q is not one of %s, %s", *p, corev1.PreemptLowerPriority, corev1.PreemptNever)}
+	}
+	return &schedulingv1.PriorityClass{
+		ObjectMeta:       metav1.ObjectMeta{Name: AgentPriorityClassName, Labels: agentManagedLabels()},
+		Value:            int32(spec.Value),
+		PreemptionPolicy: spec.PreemptionPolicy,
+		Description:      agentPriorityClassDescription,
+	}, nil
+}
+
+// AgentPodDisruptionBudget is the PodDisruptionBudget of the agent in ns
+// for spec, nil when spec is nil. As in Rancher Fleet a spec that sets
+// neither minAvailable nor maxUnavailable means maxUnavailable 0; one that
+// sets both is refused (a PodDisruptionBudget takes one of them), and so
+// is a value that is neither a count nor a percentage of at most 100%.
+func AgentPodDisruptionBudget(ns string, spec *fleet.PodDisruptionBudgetSpec) (*policyv1.PodDisruptionBudget, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	const field = "spec.agentSchedulingCustomization.podDisruptionBudget"
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: AgentPodDisruptionBudgetName, Namespace: ns, Labels: agentManagedLabels()},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fleet-agent"}}},
+	}
+	switch {
+	case spec.MinAvailable != "" && spec.MaxUnavailable != "":
+		return nil, &AgentSpecError{Field: field, Msg: fmt.Sprintf("minAvailable (%q) and maxUnavailable (%q) are both set; set only one", spec.MinAvailable, spec.MaxUnavailable)}
+	case spec.MinAvailable != "":
+		v, err := intOrPercent(spec.MinAvailable)
+		if err != nil {
+			return nil, &AgentSpecError{Field: field + ".minAvailable", Msg: err.Error()}
+		}
+		pdb.Spec.MinAvailable = &v
+	case spec.MaxUnavailable != "":
+		v, err := intOrPercent(spec.MaxUnavailable)
+		if err != nil {
+			return nil, &AgentSpecError{Field: field + ".maxUnavailable", Msg: err.Error()}
+		}
+		pdb.Spec.MaxUnavailable = &v
+	default:
+		pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+	}
+	return pdb, nil
+}
+
+// intOrPercent parses s as a PodDisruptionBudget's minAvailable or
+// maxUnavailable: a count of pods (0 or more) or a percentage (0% to 100%).
+func intOrPercent(s string) (intstr.IntOrString, error) {
+	v := intstr.Parse(s)
+	switch {
+	case v.Type == intstr.Int && v.IntVal < 0:
+		return v, fmt.Errorf("%q is negative: want a count of pods (0 or more) or a percentage such as \"50%%\"", s)
+	case v.Type == intstr.Int:
+		return v, nil
+	case len(validation.IsValidPercent(s)) > 0:
+		return v, fmt.Errorf("%q is neither a count of pods nor a percentage such as \"50%%\"", s)
+	}
+	if n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false); err != nil || n > 100 {
+		return v, fmt.Errorf("%q is more than 100%%", s)
+	}
+	return v, nil
+}
+
+// applyAgent applies objs (AgentObjects' output) downstream in their
+// order, then deletes the PriorityClass and PodDisruptionBudget of a
+// customization removed since, when the manager made them (agentPruned)
+// and, for the PriorityClass, no fleet-agent Deployment still names it.
+// A PriorityClass the manager made with another value or preemptionPolicy
+// is deleted before it is applied: the API server refuses to change
+// either, and pods keep the priority they were given.
+func applyAgent(ctx context.Context, down client.Client, objs []client.Object) error {
+	var ns string
+	var hasPriorityClass, hasPDB bool
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *schedulingv1.PriorityClass:
+			hasPriorityClass = true
+			if err := replaceChangedPriorityClass(ctx, down, o); err != nil {
+				return err
+			}
+		case *policyv1.PodDisruptionBudget:
+			hasPDB = true
+		case *appsv1.Deployment:
+			ns = o.Namespace
+		}
+		if err := apply(ctx, down, o); err != nil {
+			return err
+		}
+	}
+	pc, pdb := agentPruned(ns)
+	if !hasPriorityClass {
+		if err := deleteIfManaged(ctx, down, pc, priorityClassInUse); err != nil {
+			return err
+		}
+	}
+	if !hasPDB {
+		return deleteIfManaged(ctx, down, pdb, nil)
+	}
+	return nil
+}
+
+// agentPruned are the objects of an agent in ns that its Cluster's
+// customization may leave out, and that an install then deletes.
+func agentPruned(ns string) (*schedulingv1.PriorityClass, *policyv1.PodDisruptionBudget) {
+	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: AgentPriorityClassName}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: AgentPodDisruptionBudgetName, Namespace: ns}}
+}
+
+// priorityClassInUse says whether a fleet-agent Deployment downstream
+// still names the PriorityClass pc. It is one for the whole cluster, and
+// the agent of another Cluster importing the same cluster (in another
+// agentNamespace) may still use it: deleting it would keep that agent's
+// pods from being created again.
+func priorityClassInUse(ctx context.Context, down client.Client, pc client.Object) (bool, error) {
+	deps := &appsv1.DeploymentList{}
+	if err := down.List(ctx, deps, client.MatchingLabels{"app": "fleet-agent"}); err != nil {
+		return false, fmt.Errorf("listing fleet-agent deployments: %w", err)
+	}
+	for _, d := range deps.Items {
+		if d.Spec.Template.Spec.PriorityClassName == pc.GetName() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// replaceChangedPriorityClass deletes the downstream PriorityClass named
+// as want when the manager made it and it differs from want in what the
+// API server does not let change.
+func replaceChangedPriorityClass(ctx context.Context, down client.Client, want *schedulingv1.PriorityClass) error {
+	have := &schedulingv1.PriorityClass{}
+	if err := down.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	policy := func(p *corev1.PreemptionPolicy) corev1.PreemptionPolicy {
+		return ptr.Deref(p, corev1.PreemptLowerPriority)
+	}
+	if have.Value == want.Value && policy(have.PreemptionPolicy) == policy(want.PreemptionPolicy) {
+		return nil
+	}
+	return deleteIfManaged(ctx, down, have, nil)
+}
+
+// deleteIfManaged deletes obj downstream when it carries
+// AgentManagedByLabel and inUse (when given) says no one needs it; missing
+// is fine. The delete is conditional on the UID read, so that an object
+// someone made in its place meanwhile stays.
+func deleteIfManaged(ctx context.Context, down client.Client, obj client.Object,
+	inUse func(context.Context, client.Client, client.Object) (bool, error)) error {
+	if err := down.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if obj.GetLabels()[AgentManagedByLabel] != AgentManagedByValue {
+		return nil
+	}
+	if inUse != nil {
+		if used, err := inUse(ctx, down, obj); err != nil || used {
+			return err
+		}
+	}
+	uid := obj.GetUID()
+	if err := down.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
 }

@@ -46,6 +46,10 @@ const (
 	importConnectionTimeout = 15 * time.Second
 )
 
+// ReasonInvalidAgentScheduling is the reason of Imported=False when the
+// Cluster's agentSchedulingCustomization cannot be applied (AgentSpecError).
+const ReasonInvalidAgentScheduling = "InvalidAgentSchedulingCustomization"
+
 func importTokenName(c *fleet.Cluster) string { return importTokenPrefix + c.Name }
 
 // importError is an import failure with the reason shown on the Cluster.
@@ -104,6 +108,11 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		return ctrl.Result{}, err
 	}
 	hash, err := r.agentConfigHashWith(cluster, over)
+	var bad *AgentSpecError
+	if errors.As(err, &bad) {
+		r.refuseAgentSpec(ctx, cluster, bad)
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -135,6 +144,9 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
 		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream", "why", why)
 		return recheck, nil
+	case errors.As(err, &bad):
+		r.refuseAgentSpec(ctx, cluster, bad)
+		return ctrl.Result{}, nil
 	case errors.As(err, &ie):
 		ctrl.LoggerFrom(ctx).Info("cluster import failed, retrying with backoff", "reason", ie.reason, "error", ie.err.Error())
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ie.reason, ie.err.Error(), cluster.Generation)
@@ -143,6 +155,23 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, "Error", err.Error(), cluster.Generation)
 		return ctrl.Result{}, err
 	}
+}
+
+// refuseAgentSpec stops the import of cluster on a setting that cannot be
+// applied: Imported=False with the reason, and a Warning Event when the
+// condition is new. Nothing is retried (the error is returned to no one):
+// an edit of the Cluster starts the next attempt, and the agent installed
+// before stays as it is.
+func (r *ClusterReconciler) refuseAgentSpec(ctx context.Context, cluster *fleet.Cluster, bad *AgentSpecError) {
+	msg := bad.Error() + "; the agent is neither installed nor updated until the Cluster is fixed"
+	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
+	if prev == nil || prev.Reason != ReasonInvalidAgentScheduling || prev.Message != msg {
+		ctrl.LoggerFrom(ctx).Info("cluster import stopped: invalid agent settings", "field", bad.Field)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonInvalidAgentScheduling, "Import", "%s", msg)
+		}
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ReasonInvalidAgentScheduling, msg, cluster.Generation)
 }
 
 // doImport applies the agent to cluster's downstream cluster and returns
@@ -203,10 +232,8 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	if err != nil {
 		return ctrl.Result{}, apiServerOverride{}, err
 	}
-	for _, o := range objs {
-		if err := apply(ctx, down, o); err != nil {
-			return ctrl.Result{}, apiServerOverride{}, &importError{ReasonApplyFailed, err}
-		}
+	if err := applyAgent(ctx, down, objs); err != nil {
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonApplyFailed, err}
 	}
 	cluster.Status.APIServerURL = values.APIServerURL
 	sum := sha256.Sum224([]byte(values.APIServerCA))
