@@ -15,16 +15,25 @@ import (
 // ReadDriven builds one Bundle per entry of bundles, Fleet's "driven scan"
 // (GitRepo spec.bundles, `fleet apply --driven-scan`). Nothing is discovered:
 // each Base directory, relative to root, is one bundle as it stands, defined
-// by its Options file (relative to Base; the directory's fleet.yaml, if any,
-// when empty). No options file the list names for a directory is a resource
-// of that directory's bundles. A bundle is
-// named NAME-<base>, plus -<options file without extension> when one is
-// given, so one directory can be deployed several times with different
-// options (an overlay per environment, say); a name in the options file wins.
+// by its Options file (relative to Base, and allowed to lie outside it as
+// long as it stays in the repository; the directory's fleet.yaml, if any,
+// when empty). As in Rancher Fleet the bundle holds every file under Base,
+// sub-directories with a fleet.yaml of their own included (that fleet.yaml
+// is a resource like any other file): only Base's own fleet.yaml, hidden
+// and .fleetignore'd files, values files and the options files the list
+// names for Base are left out. Leaving out the options files of the other
+// entries of the same Base is a deliberate difference: Rancher Fleet keeps
+// them as resources and tells users to .fleetignore them. A bundle is named
+// NAME-<base>, plus -<options file without extension> when one is given
+// (the joined path cleaned, as Rancher Fleet's filepath.Join does), so one
+// directory can be deployed several times with different options (an
+// overlay per environment, say); a name in the options file wins.
 //
-// As with Read, any error fails the whole read, so a caller never applies a
-// partial set (which would prune the rest); a directory that yields no
-// resource is an error rather than a bundle silently dropped.
+// An entry whose bundle has no resource is skipped with a warning, as in
+// Rancher Fleet: its previous Bundle is then pruned by the caller. Any
+// other error fails the whole read, so a caller never applies a partial set
+// (which would prune the rest), and so does a list none of whose entries
+// has a resource.
 func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePath, opts Options) ([]*fleet.Bundle, error) {
 	if len(bundles) == 0 {
 		return nil, fmt.Errorf("driven scan: no bundles listed")
@@ -36,22 +45,26 @@ func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePa
 	}
 	type entry struct{ dir, options string }
 	entries := make([]entry, 0, len(bundles))
-	optionsOf := map[string]map[string]bool{} // dir → its options files
+	// optionsOf maps a directory to the options files the list names for
+	// it. Every listed directory has a map, empty or not: a non-nil exclude
+	// is what makes loadBundleDir read a driven bundle whole.
+	optionsOf := map[string]map[string]bool{}
 	for _, bp := range bundles {
 		dir, options, err := drivenPaths(fs, bp)
 		if err != nil {
 			return nil, err
 		}
 		entries = append(entries, entry{dir: dir, options: options})
+		if optionsOf[dir] == nil {
+			optionsOf[dir] = map[string]bool{}
+		}
 		if options != "" {
-			if optionsOf[dir] == nil {
-				optionsOf[dir] = map[string]bool{}
-			}
 			optionsOf[dir][options] = true
 		}
 	}
 	out := make([]*fleet.Bundle, 0, len(bundles))
 	byName := map[string]string{}
+	var empty []string
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -66,13 +79,22 @@ func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePa
 			return nil, fmt.Errorf("bundle %s: %w", label, err)
 		}
 		if len(b.Spec.Resources) == 0 {
-			return nil, fmt.Errorf("bundle %s: no resources to deploy", label)
+			empty = append(empty, label)
+			if opts.Warn != nil {
+				opts.Warn(fmt.Sprintf("bundle %s: no resources to deploy; skipped", label))
+			}
+			continue
 		}
 		if other, dup := byName[b.Name]; dup {
 			return nil, fmt.Errorf("bundles %s and %s are both named %q; set a distinct name in their options", other, label, b.Name)
 		}
 		byName[b.Name] = label
 		out = append(out, b)
+	}
+	if len(out) == 0 {
+		// Returning no bundle would make the caller prune every Bundle of
+		// the repository.
+		return nil, fmt.Errorf("driven scan: no resources to deploy in any listed bundle (%s)", strings.Join(empty, ", "))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -81,6 +103,8 @@ func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePa
 // drivenPaths checks one driven-scan entry and returns its directory
 // (absolute, inside the root) and its options file (relative to that
 // directory, "/" separated, cleaned; empty for the default fleet.yaml).
+// The options file may leave the directory ("../shared/dev.yaml"), as
+// Rancher Fleet joins the two without a check, but not the repository.
 func drivenPaths(fs *fsys, bp fleet.BundlePath) (dir, options string, err error) {
 	base := bp.Base
 	if base == "" {
@@ -106,8 +130,17 @@ func drivenPaths(fs *fsys, bp fleet.BundlePath) (dir, options string, err error)
 		return dir, "", nil
 	}
 	options = path.Clean(filepath.ToSlash(bp.Options))
-	if path.IsAbs(options) || options == ".." || strings.HasPrefix(options, "../") || options == "." {
-		return "", "", fmt.Errorf("bundle %q: options file %q must be a file inside the bundle directory", bp.Base, bp.Options)
+	if path.IsAbs(options) || filepath.IsAbs(bp.Options) {
+		return "", "", fmt.Errorf("bundle %q: options file %q must be relative to the bundle directory", bp.Base, bp.Options)
+	}
+	file := filepath.Join(dir, filepath.FromSlash(options))
+	if !fs.inside(file) {
+		return "", "", fmt.Errorf("bundle %q: options file %q is outside the repository", bp.Base, bp.Options)
+	}
+	// A missing file is reported when the bundle is read; a directory
+	// would only fail there with a less helpful read error.
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		return "", "", fmt.Errorf("bundle %q: options file %q is a directory", bp.Base, bp.Options)
 	}
 	return dir, options, nil
 }

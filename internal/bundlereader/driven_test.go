@@ -70,14 +70,15 @@ func TestReadDriven(t *testing.T) {
 		t.Errorf("dev resources = %v, want %v", devRes, wantDev)
 	}
 
-	// The default options file is fleet.yaml; nested bundles stay out, as in
-	// a scan.
+	// The default options file is fleet.yaml. Unlike a scan, and as in
+	// Rancher Fleet, a sub-directory with a fleet.yaml of its own is part of
+	// the bundle; that fleet.yaml is not a resource (Rancher ships it).
 	simple := byName["repo-driven-simple"]
 	if simple.Spec.DefaultNamespace != "simple" {
 		t.Errorf("simple: fleet.yaml not read: %+v", simple.Spec.BundleDeploymentOptions)
 	}
-	if got := keys(resourceNames(simple)); !reflect.DeepEqual(got, []string{"cm.yaml"}) {
-		t.Errorf("simple resources = %v", got)
+	if got, want := keys(resourceNames(simple)), []string{"cm.yaml", "sub/cm.yaml"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("simple resources = %v, want %v", got, want)
 	}
 	if got := keys(resourceNames(byName["repo-driven-bare"])); !reflect.DeepEqual(got, []string{"cm.yaml"}) {
 		t.Errorf("bare resources = %v", got)
@@ -119,9 +120,12 @@ func TestReadDrivenErrors(t *testing.T) {
 		"absolute base":         {[]fleet.BundlePath{{Base: "/etc"}}, "must be relative"},
 		"base escapes the repo": {[]fleet.BundlePath{{Base: "../.."}}, "outside the repository"},
 		"missing options file":  {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "prod.yaml"}}, "options file driven/kustomize/prod.yaml does not exist"},
-		"options outside base":  {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "../simple/fleet.yaml"}}, "must be a file inside the bundle directory"},
+		"options outside repo":  {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "../../../x.yaml"}}, `options file "../../../x.yaml" is outside the repository`},
+		"absolute options":      {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "/etc/passwd"}}, "must be relative to the bundle directory"},
+		"options is a dir":      {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "overlays/dev"}}, "is a directory"},
+		"options is the base":   {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "."}}, "is a directory"},
 		"bad options file":      {[]fleet.BundlePath{{Base: "driven/kustomize", Options: "broken.yaml"}}, "driven/kustomize/broken.yaml"},
-		"no resources":          {[]fleet.BundlePath{{Base: "driven/simple"}, {Base: "empty"}}, "bundle empty: no resources"},
+		"every entry empty":     {[]fleet.BundlePath{{Base: "empty"}}, "no resources to deploy in any listed bundle (empty)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

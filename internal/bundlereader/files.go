@@ -345,10 +345,18 @@ func (f *fsys) loadDir(dir string) ([]file, error) {
 	return f.loadBundleDir(dir, nil)
 }
 
-// loadBundleDir is loadDir that also leaves out the files of exclude
-// (relative to dir, "/" separated), which define bundles instead of being
-// part of them: the options files of a driven scan.
+// loadBundleDir is loadDir for a bundle of either scan. A nil exclude is
+// the classic scan: sub-directories with a fleet.yaml of their own are
+// bundles of their own and stay out. A non-nil exclude is a driven-scan
+// bundle, which, as in Rancher Fleet, holds every file under dir: its
+// sub-directories with a fleet.yaml are read like any other. Left out are
+// the files of exclude (relative to dir, "/" separated: the options files
+// the scan names for dir, which define bundles instead of being part of
+// them), every fleet.yaml and fleet.yml (Rancher Fleet keeps those of
+// sub-directories, which fails raw-manifest bundles), and hidden and
+// ignored files.
 func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error) {
+	driven := exclude != nil
 	var files []file
 	visited := map[string]bool{}
 	var walk func(abs, rel string, rules []ignoreRule) error
@@ -369,7 +377,7 @@ func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error
 				continue // sockets, devices
 			}
 			if e.isDir {
-				if hidden(e.name) || ignored(rules, r, true) || fleetYAMLPath(e.path) != "" {
+				if hidden(e.name) || ignored(rules, r, true) || (!driven && fleetYAMLPath(e.path) != "") {
 					continue
 				}
 				if err := walk(e.path, r, rules); err != nil {
@@ -377,7 +385,11 @@ func (f *fsys) loadBundleDir(dir string, exclude map[string]bool) ([]file, error
 				}
 				continue
 			}
-			if hidden(e.name) || (rel == "" && (e.name == "fleet.yaml" || e.name == "fleet.yml")) || exclude[r] {
+			// A fleet.yaml is never a resource: the bundle's own defines
+			// it, and a driven bundle's sub-directory's is Fleet
+			// configuration, not a Kubernetes object (the agent would
+			// refuse it among raw manifests).
+			if hidden(e.name) || e.name == "fleet.yaml" || e.name == "fleet.yml" || exclude[r] {
 				continue
 			}
 			if ignored(rules, r, false) {

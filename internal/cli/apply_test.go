@@ -58,8 +58,10 @@ func TestApplyGolden(t *testing.T) {
 			"--targets-file", targets, "--paused", "--target-namespace", "tns", "-a", "sa", "--keep-resources",
 			"--delete-namespace", "--correct-drift-force", "--commit", "abc123", "--sync-generation", "7", "-n", "workspace"}},
 		{name: "compress", args: []string{"test", "simple/nested", "-c"}},
-		// One bundle per PATH, nothing discovered below it (simple/nested
-		// stays out), and an options file named after the separator.
+		// One bundle per PATH, nothing discovered below it as a bundle of
+		// its own (simple/nested, fleet.yaml and all, is part of simple's
+		// bundle, as in Rancher Fleet), and an options file named after the
+		// separator.
 		{name: "driven", args: []string{"test", "--driven-scan", "simple", "kustomize#fleet.yaml", "--driven-scan-sep", "#"}},
 	}
 	for _, tc := range cases {
