@@ -101,3 +101,45 @@ func TestDevUpHelpNamesAssets(t *testing.T) {
 		}
 	}
 }
+
+// TestDevHelp: up builds bin/fleet too; down says it also stops processes
+// an earlier `up` left behind; --timeout says where it counts from; and
+// the global flags dev does not use (it makes its own clusters) are neither
+// offered nor silently ignored.
+func TestDevHelp(t *testing.T) {
+	up, _, err := runFleet(t, t.TempDir(), "", "dev", "up", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(up), " ")
+	for _, want := range []string{"builds bin/fleet, bin/fleet-controller and bin/fleet-agent", "--exit-when-ready it stops everything"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("dev up --help lacks %q:\n%s", want, up)
+		}
+	}
+	if line := flagLine(t, up, "--timeout"); !strings.Contains(line, "after the wait for it starts") {
+		t.Errorf("--timeout help does not say where it counts from: %q", line)
+	}
+	down, _, err := runFleet(t, t.TempDir(), "", "dev", "down", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat = strings.Join(strings.Fields(down), " ")
+	for _, want := range []string{"stops a running `fleet dev up`", "left behind when it was killed", "removes the state folder"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("dev down --help lacks %q:\n%s", want, down)
+		}
+	}
+	for name, help := range map[string]string{"up": up, "down": down} {
+		for _, flag := range []string{"--kubeconfig", "--namespace", "--context"} {
+			if strings.Contains(help, flag) {
+				t.Errorf("dev %s --help offers %s, which it does not use", name, flag)
+			}
+		}
+	}
+	for _, args := range [][]string{{"dev", "up", "-n", "team-a"}, {"dev", "down", "--kubeconfig", "x"}} {
+		if _, _, err := runFleet(t, t.TempDir(), "", args...); err == nil || !strings.Contains(err.Error(), "fleet dev does not use --") {
+			t.Errorf("%v: err = %v, want a refusal of the unused flag", args, err)
+		}
+	}
+}

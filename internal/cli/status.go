@@ -3,14 +3,18 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetgo/fleet/internal/statusview"
 )
@@ -43,7 +47,7 @@ By default the view refreshes until interrupted; --once prints one plain snapsho
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.Client()
 			if err != nil {
-				return err
+				return explainNoKubeconfig(err)
 			}
 			ns := g.Namespace
 			if f.allNamespaces {
@@ -54,8 +58,13 @@ By default the view refreshes until interrupted; --once prints one plain snapsho
 				if err != nil {
 					return nil, err
 				}
+				v := statusview.Build(fl)
+				ro := statusview.RenderOptions{Now: time.Now(), Color: color, Workspace: ns, AllWorkspaces: ns == ""}
+				if ns != "" && len(v.Clusters) == 0 && len(v.Groups) == 0 {
+					ro.Elsewhere = otherWorkspaces(ctx, c, ns)
+				}
 				var b bytes.Buffer
-				err = statusview.Render(&b, statusview.Build(fl), statusview.RenderOptions{Now: time.Now(), Color: color})
+				err = statusview.Render(&b, v, ro)
 				return b.Bytes(), err
 			}
 			out := cmd.OutOrStdout()
@@ -77,6 +86,29 @@ By default the view refreshes until interrupted; --once prints one plain snapsho
 	cmd.Flags().DurationVar(&f.interval, "interval", 2*time.Second, "refresh interval of the live view")
 	cmd.Flags().BoolVar(&f.noColor, "no-color", false, "do not colour states")
 	return cmd
+}
+
+// otherWorkspaces are the workspaces other than ns that hold something, for
+// the hint under an empty one; none when they cannot be listed (the hint
+// then only says how to pick another).
+func otherWorkspaces(ctx context.Context, c client.Reader, ns string) []string {
+	all, err := statusview.Workspaces(ctx, c)
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(all, func(w string) bool { return w == ns })
+}
+
+// explainNoKubeconfig replaces client-go's "no configuration has been
+// provided, try setting KUBERNETES_MASTER" with the ways this CLI takes a
+// kubeconfig, including the quickstart's.
+func explainNoKubeconfig(err error) error {
+	if !clientcmd.IsEmptyConfig(err) {
+		return err
+	}
+	return errors.New("no kubeconfig for the manager cluster: pass --kubeconfig (-k) or set KUBECONFIG " +
+		"(neither is set and ~/.kube/config does not exist). For the quickstart (`make quickstart`) it is " +
+		".fleet-dev/upstream/kubeconfig in the repository: bin/fleet status -k .fleet-dev/upstream/kubeconfig -n fleet-default")
 }
 
 // live redraws the whole screen on every refresh. A failed refresh keeps the

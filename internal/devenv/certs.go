@@ -161,7 +161,7 @@ func (p pki) loadCA() (*fleetpki.CA, error) {
 	}
 	ca, err := fleetpki.LoadCA(cb, kb)
 	if err != nil {
-		return nil, fmt.Errorf("%w in %s; run `fleet dev down` to start over", err, p.dir)
+		return nil, fmt.Errorf("%w in %s; run `bin/fleet dev down` to start over", err, p.dir)
 	}
 	return ca, nil
 }

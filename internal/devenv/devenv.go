@@ -98,7 +98,23 @@ type Env struct {
 	children []*proc         // controller and agents
 	git      *gitServer
 	started  time.Time
+	// resumed says the state folder existed: the guide then suggests an
+	// edit that still changes something after an earlier run's.
+	resumed bool
 }
+
+// ResumeHint is how to start a kept state folder again. bin/fleet is what
+// the quickstart builds; `fleet` alone is usually not on PATH.
+const ResumeHint = "`bin/fleet dev up` (or `make quickstart`) resumes it, `bin/fleet dev down` removes it"
+
+// errAlreadyRunning: another `fleet dev up` owns the state folder. Retrying
+// or resuming does not help until that one stops.
+var errAlreadyRunning = errors.New("another `fleet dev up` is running")
+
+// downMarker is created in the state folder by `fleet dev down` before it
+// stops a running `up`, so that `up` does not promise to resume a state
+// that is about to be removed.
+const downMarker = "down-requested"
 
 // Cluster names of the three control planes, which are also their folders.
 const (
@@ -170,9 +186,11 @@ func Up(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	e := &Env{opts: opts, started: time.Now()}
 	defer func() {
-		if err != nil {
+		if err != nil && !errors.Is(err, errAlreadyRunning) {
 			e.Stop()
-			err = fmt.Errorf("%w\n\nThe state is kept in %s: run `fleet dev up` again to resume, or `fleet dev down` to start over", err, opts.StateDir)
+			if !opts.DownRequested() {
+				err = fmt.Errorf("%w\n\nThe state is kept in %s: %s", err, opts.StateDir, ResumeHint)
+			}
 		}
 	}()
 	if err := e.prepareState(ctx); err != nil {
@@ -215,9 +233,9 @@ func (e *Env) prepareState(ctx context.Context) error {
 		}
 		if o.BasePort != 0 && o.BasePort != st.BasePort {
 			return fmt.Errorf("this state folder uses base port %d (its clusters and agent credentials have those addresses); "+
-				"drop --base-port, or run `fleet dev down` first to start over on %d", st.BasePort, o.BasePort)
+				"drop --base-port, or run `bin/fleet dev down` first to start over on %d", st.BasePort, o.BasePort)
 		}
-		e.logf("Resuming the dev environment in %s", o.StateDir)
+		e.resumed = true
 	case errors.Is(err, os.ErrNotExist):
 		st.BasePort = o.BasePort
 		if st.BasePort == 0 {
@@ -239,8 +257,17 @@ func (e *Env) prepareState(ctx context.Context) error {
 	}
 	if old != nil {
 		if cl := readCmdline(old.Self); old.Self != os.Getpid() && alive(old.Self, "") && strings.Contains(cl, "dev") && !strings.Contains(cl, "dev down") {
-			return fmt.Errorf("another `fleet dev up` (pid %d) is running on %s: stop it with Ctrl-C, or run `fleet dev down`", old.Self, o.StateDir)
+			return fmt.Errorf("%w (pid %d) on %s; nothing was started. Use that one, or stop it with Ctrl-C in its terminal "+
+				"(`bin/fleet dev down` stops it and removes the state)", errAlreadyRunning, old.Self, o.StateDir)
 		}
+	}
+	// Said only now: a refusal above is not a resume.
+	if e.resumed {
+		e.logf("Resuming the dev environment in %s", o.StateDir)
+	}
+	// A marker of an earlier `down` that did not finish is stale.
+	_ = os.Remove(filepath.Join(o.StateDir, downMarker))
+	if old != nil {
 		if killed := killLeftovers(ctx, old, o.StateDir); len(killed) > 0 {
 			e.logf("Stopped processes left over by an earlier run: %s", strings.Join(killed, ", "))
 		}
@@ -271,8 +298,8 @@ func checkPorts(p Ports) error {
 
 func portError(what string, port int, err error) error {
 	return fmt.Errorf("port 127.0.0.1:%d (%s) is not free: %v.\n"+
-		"Another `fleet dev up` may still be running (Ctrl-C it, or `fleet dev down`), or another program uses it; "+
-		"a fresh state folder can use other ports with `fleet dev up --base-port N` (ports N..N+20)", port, what, err)
+		"Another `fleet dev up` may still be running (Ctrl-C it, or `bin/fleet dev down`), or another program uses it; "+
+		"a fresh state folder can use other ports with `bin/fleet dev up --base-port N` (ports N..N+20)", port, what, err)
 }
 
 func (e *Env) startControlPlanes(ctx context.Context) error {
@@ -342,6 +369,9 @@ func Down(ctx context.Context, opts Options) error {
 	}
 	if t != nil {
 		if t.Self != os.Getpid() && alive(t.Self, "") && strings.Contains(readCmdline(t.Self), "dev") {
+			if err := os.WriteFile(filepath.Join(opts.StateDir, downMarker), nil, 0o644); err != nil {
+				return err
+			}
 			fmt.Fprintf(out, "Stopping `fleet dev up` (pid %d)...\n", t.Self)
 			_ = signalTerm(t.Self)
 			deadline := time.Now().Add(90 * time.Second)
@@ -358,6 +388,15 @@ func Down(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(out, "Removed %s.\n", opts.StateDir)
 	return nil
+}
+
+// DownRequested says a `fleet dev down` is stopping the `up` of this state
+// folder (or already removed it), so the state is not kept for a resume.
+func (o Options) DownRequested() bool {
+	if err := o.defaults(); err != nil {
+		return false
+	}
+	return fileExists(filepath.Join(o.StateDir, downMarker)) || !fileExists(filepath.Join(o.StateDir, "state.json"))
 }
 
 func (e *Env) statePath() string { return filepath.Join(e.opts.StateDir, "state.json") }

@@ -119,8 +119,16 @@ func (e *Env) setupFleet(ctx context.Context) error {
 		}
 	}
 
-	e.phase("creating GitRepo " + Workspace + "/" + GitRepoName + " for " + e.RepoURL())
-	return e.ensureGitRepo(ctx, uc)
+	created, err := e.ensureGitRepo(ctx, uc)
+	if err != nil {
+		return fmt.Errorf("creating GitRepo %s/%s: %w", Workspace, GitRepoName, err)
+	}
+	if created {
+		e.phase("created GitRepo " + Workspace + "/" + GitRepoName + " for " + e.RepoURL())
+	} else {
+		e.phase("GitRepo " + Workspace + "/" + GitRepoName + " kept from the earlier run")
+	}
+	return nil
 }
 
 // importWait bounds how long setup waits for the manager to install the
@@ -238,7 +246,9 @@ func (e *Env) registerManagerInitiated(ctx context.Context, uc client.Client, pr
 	return nil
 }
 
-func (e *Env) ensureGitRepo(ctx context.Context, uc client.Client) error {
+// ensureGitRepo creates the example GitRepo unless it exists (a resumed
+// run keeps it as the user may have changed it), and says which.
+func (e *Env) ensureGitRepo(ctx context.Context, uc client.Client) (created bool, err error) {
 	gr := &fleet.GitRepo{
 		ObjectMeta: metav1.ObjectMeta{Name: GitRepoName, Namespace: Workspace},
 		Spec: fleet.GitRepoSpec{
@@ -254,10 +264,11 @@ func (e *Env) ensureGitRepo(ctx context.Context, uc client.Client) error {
 			}},
 		},
 	}
-	if err := uc.Create(ctx, gr); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	err = uc.Create(ctx, gr)
+	if apierrors.IsAlreadyExists(err) {
+		return false, nil
 	}
-	return nil
+	return err == nil, err
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {

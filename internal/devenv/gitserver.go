@@ -34,6 +34,11 @@ func (e *Env) ensureExampleRepo(ctx context.Context) error {
 	bare := filepath.Join(e.gitRoot(), repoName)
 	work := e.WorkingCopy()
 	if fileExists(filepath.Join(bare, "HEAD")) && fileExists(filepath.Join(work, ".git")) {
+		// A working copy made before origin/main was fetched at creation
+		// has none until its first push.
+		if git(ctx, "-C", work, "rev-parse", "--verify", "-q", "refs/remotes/origin/main") != nil {
+			return git(ctx, "-C", work, "fetch", "-q", bare, "+refs/heads/main:refs/remotes/origin/main")
+		}
 		return nil
 	}
 	if _, err := exec.LookPath("git"); err != nil {
@@ -59,6 +64,10 @@ func (e *Env) ensureExampleRepo(ctx context.Context) error {
 		{"-C", work, "remote", "add", "origin", e.RepoURL()},
 		// The first push goes to the path: the server is not up yet.
 		{"-C", work, "push", "-q", bare, "main"},
+		// Record what origin now has, from the same bare repository, so
+		// that `git status` compares with origin/main from the start
+		// instead of saying the upstream is gone.
+		{"-C", work, "fetch", "-q", bare, "+refs/heads/main:refs/remotes/origin/main"},
 		// So that a plain `git push` goes to origin over HTTP.
 		{"-C", work, "config", "branch.main.remote", "origin"},
 		{"-C", work, "config", "branch.main.merge", "refs/heads/main"},

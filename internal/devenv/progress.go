@@ -31,10 +31,44 @@ type Progress struct {
 	View    statusview.View
 }
 
-// Line is a one-line summary.
+// expectedDeployments is every example bundle on both clusters.
+var expectedDeployments = 2 * len(ExampleBundlePaths)
+
+// Line is a one-line summary. Its "deployments ready" count is of the
+// deployments that exist, as in the status view's header below it; how many
+// are expected is said apart until they all exist.
 func (p Progress) Line() string {
-	return fmt.Sprintf("clusters registered %d/2 (agents checked in %d/2) · bundles %d/%d · deployments ready %d/%d",
-		len(p.Clusters), p.CheckedIn, p.Bundles, len(ExampleBundlePaths), p.Ready, 2*len(ExampleBundlePaths))
+	deployments := fmt.Sprintf("deployments ready %d/%d", p.Ready, p.Deployments)
+	if p.Deployments != expectedDeployments {
+		deployments += fmt.Sprintf(" (%d expected)", expectedDeployments)
+	}
+	return fmt.Sprintf("clusters registered %d/2 (agents checked in %d/2) · bundles %d/%d · %s",
+		len(p.Clusters), p.CheckedIn, p.Bundles, len(ExampleBundlePaths), deployments)
+}
+
+// Blocker is the first thing the quickstart still waits for, in the order
+// they happen, with the first problem of the status view when there is one;
+// empty when Done.
+func (p Progress) Blocker() string {
+	var what string
+	switch {
+	case p.Done:
+		return ""
+	case len(p.Clusters) < 2:
+		what = fmt.Sprintf("clusters registered %d/2", len(p.Clusters))
+	case p.CheckedIn < 2:
+		what = fmt.Sprintf("agents checked in %d/2 since this run started", p.CheckedIn)
+	case p.Bundles < len(ExampleBundlePaths):
+		what = fmt.Sprintf("bundles created %d/%d", p.Bundles, len(ExampleBundlePaths))
+	case p.Deployments < expectedDeployments:
+		what = fmt.Sprintf("deployments created %d/%d", p.Deployments, expectedDeployments)
+	default:
+		what = fmt.Sprintf("deployments ready %d/%d", p.Ready, p.Deployments)
+	}
+	if p.Problem != "" {
+		what += "; first problem: " + p.Problem
+	}
+	return what
 }
 
 // CheckProgress reads the manager cluster and tells how far the quickstart
@@ -86,7 +120,9 @@ func CheckProgress(ctx context.Context, c client.Reader, since time.Time) (Progr
 }
 
 // waitAllReady shows progress until every example bundle is Ready on both
-// clusters, a child process dies, the timeout passes or ctx ends.
+// clusters, a child process dies, the timeout passes or ctx ends. The
+// timeout counts from here, after building and starting, so that the first
+// run's build of the control plane does not eat into it.
 func (e *Env) waitAllReady(ctx context.Context) error {
 	e.phase("waiting until every bundle is Ready on both clusters")
 	uc, err := e.Client(Upstream)
@@ -128,18 +164,54 @@ func (e *Env) waitAllReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			msg := fmt.Sprintf("not every bundle became Ready within %s (%s)", e.opts.ReadyTimeout, p.Line())
-			if p.Problem != "" {
-				msg += "; first problem: " + p.Problem
-			}
-			return fmt.Errorf("%s; logs are in %s/logs", msg, e.opts.StateDir)
+			return timeoutError(e.opts.ReadyTimeout, p, err, e.opts.StateDir)
 		case <-time.After(2 * time.Second):
 		}
 	}
 }
 
+// timeoutError says what --timeout gave up on: the first thing still
+// waited for (readErr when the status could not even be read) and the
+// whole progress line.
+func timeoutError(timeout time.Duration, p Progress, readErr error, stateDir string) error {
+	blocker := p.Blocker()
+	if readErr != nil {
+		blocker = "reading the status: " + readErr.Error()
+	}
+	return fmt.Errorf("the fleet was not Ready within --timeout %s of waiting: still waiting on %s. Progress: %s. Logs are in %s/logs",
+		timeout, blocker, p.Line(), stateDir)
+}
+
+// GuideMode says whether the fleet still runs when the guide is printed.
+type GuideMode int
+
+const (
+	// GuideRunning: the fleet runs until Ctrl-C.
+	GuideRunning GuideMode = iota
+	// GuideStopped: --exit-when-ready stopped it once Ready.
+	GuideStopped
+)
+
+// pushEdit is the suggested change to the example repository. The first
+// run's replaces the text the examples ship with; a resumed run's must
+// change the file whatever an earlier run's edit left there (else `git
+// commit` finds nothing to commit), so it writes the time of day.
+func (e *Env) pushEdit() string {
+	if e.resumed {
+		return `sed -i "s/hello[^\"]*from dev[^\"]*/hello from dev at $(date +%T)/" helm/fleet.yaml`
+	}
+	return `sed -i 's/hello from dev/hello again from dev/' helm/fleet.yaml`
+}
+
 // Guide is what to do next, printed once everything is Ready.
-func (e *Env) Guide() string {
+func (e *Env) Guide(mode GuideMode) string {
+	if mode == GuideStopped {
+		return fmt.Sprintf(`
+Every example bundle was Ready on both clusters; --exit-when-ready then stopped the agents,
+the manager, the git server and the clusters. The state is kept in %s:
+%s.
+`, e.opts.StateDir, ResumeHint)
+	}
 	up, dev, prod := e.Kubeconfig(Upstream), e.Kubeconfig(Dev), e.Kubeconfig(Prod)
 	var b strings.Builder
 	fmt.Fprintf(&b, `
@@ -150,7 +222,7 @@ Kubeconfigs (admin):
   dev   (env=dev)     %s   registered agent-initiated (token)
   prod  (env=prod)    %s   registered manager-initiated (kubeconfig Secret)
 
-Look around:
+Look around (from the repository root; kubectl is optional, bin/fleet status shows the same):
   bin/fleet status --kubeconfig %s -n %s
   kubectl --kubeconfig %s get gitrepos,bundles,clusters.fleet.cattle.io -A
   kubectl --kubeconfig %s get bundledeployments.fleet.cattle.io -A
@@ -159,17 +231,17 @@ Look around:
 
 Push a change and watch it roll out (the GitRepo polls every %s):
   cd %s
-  sed -i 's/hello from dev/hello again from dev/' helm/fleet.yaml
+  %s
   git commit -am "new dev greeting" && git push
-  bin/fleet status --kubeconfig %s -n %s     # from the repository root
+  cd - && bin/fleet status --kubeconfig %s -n %s
   (only the env=dev cluster gets the new greeting; prod keeps its own)
 
 Logs: %s/logs/ and %s/<cluster>/apiserver.log
-Ctrl-C stops everything and keeps the state; `+"`fleet dev up`"+` resumes, `+"`fleet dev down`"+` removes it.
+Ctrl-C stops everything and keeps the state; %s.
 `, up, dev, prod,
 		up, Workspace, up, up, dev, prod,
-		e.opts.PollingInterval, e.WorkingCopy(), up, Workspace,
-		e.opts.StateDir, e.opts.StateDir)
+		e.opts.PollingInterval, e.WorkingCopy(), e.pushEdit(), up, Workspace,
+		e.opts.StateDir, e.opts.StateDir, ResumeHint)
 	return b.String()
 }
 

@@ -89,7 +89,10 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 	rejected := bundleRejection(b)
 	waiting := rejected == nil && (b == nil || b.Status.ObservedGeneration != b.Generation)
 	if b != nil {
+		// The Bundle's non-ready entries name clusters; the HelmOp's name
+		// the Bundle (Rancher's "[Bundle <name>: <message>]").
 		bs = b.Status.Summary
+		bs.NonReadyResources = summary.NonReadyByBundle(b.Name, bs.NonReadyResources)
 	}
 	st.Summary = bs
 	st.ReadyClusters, st.DesiredReadyClusters = bs.Ready, bs.DesiredReady

@@ -3,9 +3,11 @@ package statusview
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -50,4 +52,30 @@ func Load(ctx context.Context, c client.Reader, namespace string) (Fleet, error)
 	}
 	f.GitRepos, f.HelmOps, f.Bundles, f.BundleDeployments, f.Clusters = repos.Items, ops.Items, bs.Items, bds.Items, cls.Items
 	return f, nil
+}
+
+// Workspaces lists, sorted, the namespaces that hold GitRepos, HelmOps or
+// Clusters, for a hint when the workspace asked for holds none. Only object
+// metadata is listed, so that a large fleet costs little.
+func Workspaces(ctx context.Context, c client.Reader) ([]string, error) {
+	seen := map[string]bool{}
+	for _, kind := range []string{"GitRepoList", "HelmOpList", "ClusterList"} {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(fleet.GroupVersion.WithKind(kind))
+		if err := c.List(ctx, l); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", kind, err)
+		}
+		for i := range l.Items {
+			seen[l.Items[i].Namespace] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -19,6 +19,14 @@ type RenderOptions struct {
 	// MaxMessage truncates problem messages to this many characters;
 	// zero means 200.
 	MaxMessage int
+	// Workspace is the one namespace that was listed, named in the header
+	// so that an empty picture says where it looked. Empty: not said.
+	Workspace string
+	// AllWorkspaces says every namespace was listed (fleet status -A).
+	AllWorkspaces bool
+	// Elsewhere are other workspaces that hold GitRepos, HelmOps or
+	// Clusters, suggested when Workspace shows none.
+	Elsewhere []string
 }
 
 // Render writes the view as plain text: the clusters, one matrix per
@@ -29,8 +37,19 @@ func Render(w io.Writer, v View, opts RenderOptions) error {
 	}
 	p := &printer{w: w, color: opts.Color}
 	ready, total := v.Counts()
-	p.linef("FLEET  %d/%d bundle deployments ready, %d clusters", ready, total, len(v.Clusters))
+	scope := ""
+	switch {
+	case opts.AllWorkspaces:
+		scope = "all workspaces: "
+	case opts.Workspace != "":
+		scope = "workspace " + opts.Workspace + ": "
+	}
+	p.linef("FLEET  %s%d/%d bundle deployments ready, %d clusters", scope, ready, total, len(v.Clusters))
 	p.linef("")
+	if opts.Workspace != "" && !opts.AllWorkspaces && len(v.Clusters) == 0 && len(v.Groups) == 0 {
+		p.emptyWorkspace(opts.Workspace, opts.Elsewhere)
+		return p.err
+	}
 	if len(v.Clusters) == 0 {
 		p.linef("CLUSTERS  none registered")
 	} else {
@@ -81,6 +100,19 @@ func Render(w io.Writer, v View, opts RenderOptions) error {
 		}
 	}
 	return p.err
+}
+
+// emptyWorkspace replaces "no clusters, no problems" for a workspace that
+// holds nothing, which is more often the wrong workspace than an empty
+// fleet: it names the workspaces that hold something.
+func (p *printer) emptyWorkspace(ws string, elsewhere []string) {
+	p.linef("Workspace %s has no Clusters, GitRepos or HelmOps.", ws)
+	if len(elsewhere) == 0 {
+		p.linef("Pick another workspace with -n <namespace>, or all of them with -A.")
+		return
+	}
+	p.linef("These workspaces have some: %s", strings.Join(elsewhere, ", "))
+	p.linef("Pick one with -n %s, or all of them with -A.", elsewhere[0])
 }
 
 type printer struct {

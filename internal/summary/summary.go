@@ -303,3 +303,25 @@ func Rejection(b *fleet.Bundle) *metav1.Condition {
 	out := *c
 	return &out
 }
+
+// NonReadyByBundle turns a Bundle's per-cluster non-ready entries into the
+// entries of its owner's (GitRepo, HelmOp) summary: one per state, named
+// after the Bundle and carrying the first cluster's message and details,
+// so the owner's Ready message lists Bundles, as Rancher Fleet's does
+// ("[Bundle <name>: <message>]"), not clusters. The owner's counts still
+// count deployments. Entries are deep copies: the Bundle may be an
+// informer cache's object.
+func NonReadyByBundle(bundle string, in []fleet.NonReadyResource) []fleet.NonReadyResource {
+	var out []fleet.NonReadyResource
+	seen := map[fleet.BundleState]bool{}
+	for i := range in {
+		if seen[in[i].State] {
+			continue
+		}
+		seen[in[i].State] = true
+		r := *in[i].DeepCopy()
+		r.Name = bundle
+		out = append(out, r)
+	}
+	return out
+}

@@ -109,7 +109,7 @@ func BundleEvents(old, cur *fleet.Bundle) []Info {
 	switch {
 	case is && !was:
 		return []Info{{Type: corev1.EventTypeWarning, Reason: ReasonDeployFailed,
-			Message: truncate(summary.ReadyMessage(cur.Status.Summary, "Bundle"))}}
+			Message: truncate(summary.ReadyMessage(cur.Status.Summary, "Cluster"))}}
 	case was && !is:
 		return []Info{{Type: corev1.EventTypeNormal, Reason: ReasonDeployRecovered,
 			Message: fmt.Sprintf("no deployment is failing; ready %s", summary.ReadyCount(cur.Status.Summary))}}

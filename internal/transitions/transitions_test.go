@@ -46,6 +46,10 @@ func TestBundleEvents(t *testing.T) {
 			if tt.want == ReasonDeployFailed && !strings.Contains(got[0].Message, "chart render failed") {
 				t.Errorf("message %q does not say why", got[0].Message)
 			}
+			// A Bundle's entries are its clusters' deployments.
+			if tt.want == ReasonDeployFailed && !strings.Contains(got[0].Message, "Cluster c1") {
+				t.Errorf("message %q does not name the failing cluster as one", got[0].Message)
+			}
 		})
 	}
 }

@@ -82,7 +82,11 @@ func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bund
 	first := true
 	for i := range bundles {
 		b := &bundles[i]
-		summary.Add(&out.Summary, b.Status.Summary)
+		// A Bundle's non-ready entries name clusters; the GitRepo's name
+		// the Bundle (Rancher's "[Bundle <name>: <message>]").
+		bsum := b.Status.Summary
+		bsum.NonReadyResources = summary.NonReadyByBundle(b.Name, bsum.NonReadyResources)
+		summary.Add(&out.Summary, bsum)
 		if f, ok := bundleFailure(b); ok {
 			out.Failed = append(out.Failed, f)
 		} else if b.Status.ObservedGeneration != b.Generation {
