@@ -101,6 +101,12 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		&fleet.GitRepoRestriction{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: n}, DefaultServiceAccount: "sa",
 			AllowedServiceAccounts: []string{"sa"}, AllowedRepoPatterns: []string{"^https://git.example.com/.*"}, AllowedTargetNamespaceSelector: sel},
 		&fleet.BundleNamespaceMapping{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: n}, BundleSelector: sel, NamespaceSelector: sel},
+		&fleet.Policy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: n}, RequireServiceAccount: true,
+			AllowedServiceAccounts: []string{"sa"}, AllowNamespaceCreation: true,
+			GitRepo: &fleet.GitRepoPolicy{DefaultServiceAccount: "sa", DefaultClientSecretName: "git", AllowedClientSecretNames: []string{"git"},
+				AllowedRepoPatterns: []string{"https://git.example.com/.*"}},
+			HelmOp: &fleet.HelmOpPolicy{DefaultServiceAccount: "sa", DefaultHelmSecretName: "helm", AllowedHelmSecretNames: []string{"helm"},
+				AllowedHelmRepoPatterns: []string{"https://charts.example.com"}, AllowedChartPatterns: []string{"app-.*"}}},
 	}
 	for _, o := range objs {
 		want := o.DeepCopyObject().(client.Object)

@@ -22,6 +22,7 @@ func TestHelpNamesEveryEnvVar(t *testing.T) {
 		"AGENT_IMAGE":                           {Flag: "agent-image", Value: "registry.example/agent:1", Shown: `(default "registry.example/agent:1")`},
 		"FLEET_REGISTRATION_TOKEN_TTL_REQUIRED": {Flag: "registration-token-ttl-required", Value: "true", Shown: "(default true)"},
 		"KUBECONFIG":                            {Flag: "kubeconfig", Value: "/env/kubeconfig", Shown: `(default "/env/kubeconfig")`},
+		"FLEET_WEBHOOK_ALLOW_UNSIGNED":          {Flag: "webhook-allow-unsigned", Value: "true", Shown: "(default true)"},
 	})
 }
 

@@ -55,6 +55,10 @@ type Options struct {
 	// ConfigMap verifies the SSH servers of git:: charts whose helm Secret
 	// has no known_hosts, as for GitRepos. Empty: no such fallback.
 	SystemNamespace string
+	// NoPolicies: the API server does not serve Policies (CRDs that
+	// predate them), so they are neither watched nor read; a watch on an
+	// unknown kind would stop the manager from starting.
+	NoPolicies bool
 }
 
 func (o *Options) defaults() {
@@ -92,6 +96,7 @@ type buildState struct {
 	next       time.Time // when to build again; zero: only on a spec change
 	polled     time.Time // when the version was last resolved
 	version    string    // the version resolved then
+	policy     string    // what the Policies decided then (policyStamp)
 }
 
 // Setup registers the reconciler with mgr.
@@ -104,13 +109,17 @@ func Setup(_ context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, erro
 		Opts:      opts,
 		state:     map[types.NamespacedName]*buildState{},
 	}
-	return r, ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("helmop").
 		For(&fleet.HelmOp{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }},
 		))).
-		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.HelmOpLabel))).
+		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.HelmOpLabel)))
+	if !opts.NoPolicies {
+		b = b.Watches(&fleet.Policy{}, r.policyHandler())
+	}
+	return r, b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 }
@@ -146,14 +155,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The Policies are checked on every reconcile (a cache read), so that
+	// a Policy change is acted upon at once.
+	authorized, refusal := r.authorize(ctx, op)
+	if refusal != nil && !isRefused(refusal) {
+		return ctrl.Result{}, refusal
+	}
 	st := r.stateOf(req.NamespacedName)
 	now := time.Now()
-	// Build on a spec change, when polling or a retry is due, and when the
-	// Bundle of a successful build has gone (deleted by hand); a failing
-	// HelmOp waits for its backoff whatever else wakes it.
+	// Build on a spec change, when polling or a retry is due, when the
+	// Bundle of a successful build has gone (deleted by hand), and when
+	// the Policies decide otherwise than at the last build; a failing
+	// HelmOp otherwise waits for its backoff whatever else wakes it.
 	due := !st.next.IsZero() && !now.Before(st.next)
-	if st.generation != op.Generation || due || (bundle == nil && st.err == nil) {
-		r.build(ctx, op, st, now)
+	stamp := policyStamp(authorized, refusal)
+	if st.generation != op.Generation || due || (bundle == nil && st.err == nil) || st.policy != stamp {
+		st.policy = stamp
+		r.build(ctx, op, authorized, refusal, st, now)
 		if bundle, err = r.currentBundle(ctx, op); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -182,12 +200,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // build resolves and downloads the chart, writes the Bundle, and records
 // the outcome and the next build time in st. Nothing is written when the
-// build fails, so the deployed Bundle stays as it was.
-func (r *Reconciler) build(ctx context.Context, op *fleet.HelmOp, st *buildState, now time.Time) {
+// build fails or the Policies refuse the HelmOp (refusal), so the deployed
+// Bundle stays as it was. authorized is op with the Policies' defaults
+// filled in: the Bundle is built from it; events and status go to op.
+func (r *Reconciler) build(ctx context.Context, op, authorized *fleet.HelmOp, refusal error, st *buildState, now time.Time) {
 	log := ctrl.LoggerFrom(ctx)
 	prevErr, prevVersion := st.err, st.version
 	st.generation = op.Generation
-	version, err := r.buildBundle(ctx, op)
+	if refusal != nil {
+		// Not retried on a timer: a change of the HelmOp or of a Policy
+		// (both watched) brings it back.
+		st.err, st.failures, st.next = refusal, 0, time.Time{}
+		if prevErr == nil || prevErr.Error() != refusal.Error() {
+			r.Recorder.Eventf(op, nil, corev1.EventTypeWarning, ReasonRestricted, "Build", "%s", refusal.Error())
+		}
+		log.Info("helmop refused by Policy", "helmop", client.ObjectKeyFromObject(op), "error", refusal.Error())
+		return
+	}
+	version, err := r.buildBundle(ctx, authorized)
 	if err != nil {
 		st.err = err
 		st.failures++

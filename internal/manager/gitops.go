@@ -27,9 +27,11 @@ func setupGitOps(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ctrl.Log.WithName("gitops").Info("SSH host key checks are off (--insecure-skip-host-key-checks): any server is trusted as the GitRepos' git server")
 	}
 	_, err := gitops.Setup(ctx, mgr, gitops.Options{
-		SystemNamespace: opts.SystemNamespace,
-		WebhookAddr:     opts.WebhookAddr,
-		CheckoutLimits:  opts.GitLimits,
+		SystemNamespace:      opts.SystemNamespace,
+		WebhookAddr:          opts.WebhookAddr,
+		WebhookAllowUnsigned: opts.WebhookAllowUnsigned,
+		CheckoutLimits:       opts.GitLimits,
+		NoPolicies:           opts.noPolicies,
 	})
 	return err
 }

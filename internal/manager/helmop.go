@@ -26,7 +26,7 @@ func setupHelmOp(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return nil
 	}
 	git.SetInsecureSkipHostKeyChecks(opts.InsecureSkipHostKeyChecks)
-	_, err := helmop.Setup(ctx, mgr, helmop.Options{SystemNamespace: opts.SystemNamespace})
+	_, err := helmop.Setup(ctx, mgr, helmop.Options{SystemNamespace: opts.SystemNamespace, NoPolicies: opts.noPolicies})
 	return err
 }
 

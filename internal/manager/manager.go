@@ -51,9 +51,16 @@ type Options struct {
 	ProbeAddr   string
 	// WebhookAddr serves git webhooks; "" or "0" disables.
 	WebhookAddr string
+	// WebhookAllowUnsigned takes webhooks for providers without a key in
+	// the shared webhook Secret unchecked, as Rancher Fleet does
+	// (webhook.Handler.AllowUnsigned; chart value webhook.allowUnsigned).
+	WebhookAllowUnsigned bool
 	// DisableHelmOps leaves the HelmOp controller out (chart value
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
+	// noPolicies: the API server does not serve Policies (set by New), so
+	// the controllers neither watch nor read them.
+	noPolicies bool
 	// DisableGitOps leaves the GitRepo controller and its webhook receiver
 	// out (chart value gitops.enabled=false, as Rancher without gitjob):
 	// GitRepos are then left exactly as they are (their Bundles are still
@@ -196,6 +203,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
 			opts.DisableHelmOps = true
 		}
+	}
+	served, err := policiesServed(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !served {
+		ctrl.Log.WithName("policy").Info("the Policy CRD is not installed: Policies are not enforced until the manager restarts after the fleet-crd chart is upgraded")
+		opts.noPolicies = true
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,

@@ -356,7 +356,7 @@ func (r *restrictions) checkRepo(url string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("repo %s is not allowed by the GitRepoRestrictions of this namespace", url)
+	return fmt.Errorf("repo %s is not allowed by the GitRepoRestrictions of this namespace", RedactURL(url))
 }
 
 // check applies the default service account and the namespace selector and

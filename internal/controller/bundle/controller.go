@@ -63,6 +63,10 @@ type Options struct {
 	// reconciler writes, for the content API of the same process (see
 	// contentapi.Published).
 	Published *contentapi.Published
+	// NoPolicies: the API server does not serve Policies (CRDs that
+	// predate them), so they are neither watched nor read; a watch on an
+	// unknown kind would stop the manager from starting.
+	NoPolicies bool
 }
 
 func (o *Options) defaults() {
@@ -147,7 +151,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	secret, configMap := &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	configMap.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bundle").
 		For(&fleet.Bundle{}, builder.WithPredicates(bundlePreds)).
 		Watches(&fleet.BundleDeployment{}, r.deploymentHandler()).
@@ -160,8 +164,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(content, r.contentHandler(), builder.WithPredicates(deleteOnly())).
 		WatchesMetadata(secret, r.downstreamSourceHandler("secret")).
 		WatchesMetadata(configMap, r.downstreamSourceHandler("configmap")).
-		WatchesMetadata(secret, r.valuesSecretHandler()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
+		WatchesMetadata(secret, r.valuesSecretHandler())
+	if !r.Opts.NoPolicies {
+		b = b.Watches(&fleet.Policy{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() }))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
 }
 

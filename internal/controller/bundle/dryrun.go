@@ -54,7 +54,7 @@ func PreviewBundle(ctx context.Context, r client.Reader, b *fleet.Bundle) (*Prev
 	if err != nil {
 		return nil, err
 	}
-	targets, err := target.Compute(in)
+	targets, err := computeTargets(ctx, r, in)
 	if err != nil {
 		return nil, err
 	}

@@ -244,9 +244,12 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 			return ctrl.Result{}, ctx.Err()
 		}
 	}
-	targets, err := target.Compute(in)
+	targets, err := computeTargets(ctx, r.policyReader(), in)
 	if err != nil {
-		setError(b, err)
+		var be *target.BundleError
+		if errors.As(err, &be) {
+			setError(b, err)
+		}
 		return ctrl.Result{}, err
 	}
 	if len(targets) > 0 && b.Spec.ContentsID == "" {

@@ -44,6 +44,9 @@ type Options struct {
 	WebhookAddr string
 	// WebhookListening receives the bound webhook address (tests use ":0").
 	WebhookListening func(addr string)
+	// WebhookAllowUnsigned takes webhooks for providers without a key in
+	// the shared webhook Secret unchecked (webhook.Handler.AllowUnsigned).
+	WebhookAllowUnsigned bool
 	// Workers is the number of concurrent reconciles (default 10).
 	Workers int
 	// GitTimeout bounds one ref lookup (default 30s); a fetch gets 4×.
@@ -53,6 +56,10 @@ type Options struct {
 	BundleLimits   bundlereader.Limits
 	// Tracker schedules polls; a new one is made when nil.
 	Tracker *poll.Tracker
+	// NoPolicies: the API server does not serve Policies (CRDs that
+	// predate them), so they are neither watched nor read; a watch on an
+	// unknown kind would stop the manager from starting.
+	NoPolicies bool
 }
 
 func (o *Options) defaults() {
@@ -84,6 +91,13 @@ type Reconciler struct {
 	// attempted is the generation/forceSyncGeneration last tried, so that a
 	// failing spec change is retried on the backoff schedule, not at once.
 	attempted map[types.NamespacedName][2]int64
+	// granted is the service account and client Secret the last
+	// successful sync of each GitRepo built with (authorize's defaults
+	// included), so that a Policy or restriction default changed since
+	// rebuilds its Bundles at once instead of at the next commit. It is
+	// not persisted: after a restart a change made meanwhile waits for the
+	// next commit or spec change.
+	granted map[types.NamespacedName][2]string
 	// webhooks is the webhook mark last polled for, per GitRepo.
 	webhooks map[types.NamespacedName]webhookMark
 	// unwritten holds what a poll and sync learnt whose status write
@@ -102,6 +116,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 		triggers:  make(chan event.TypedGenericEvent[*fleet.GitRepo], 128),
 		last:      map[types.NamespacedName]syncOutcome{},
 		attempted: map[types.NamespacedName][2]int64{},
+		granted:   map[types.NamespacedName][2]string{},
 		webhooks:  map[types.NamespacedName]webhookMark{},
 		unwritten: map[types.NamespacedName]syncedFields{},
 	}
@@ -119,6 +134,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 				SecretReader:    mgr.GetAPIReader(),
 				SystemNamespace: opts.SystemNamespace,
 				Trigger:         r.TriggerWebhook,
+				AllowUnsigned:   opts.WebhookAllowUnsigned,
 			},
 		}
 		if err := mgr.Add(srv); err != nil {
@@ -129,9 +145,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, er
 }
 
 // SetupWithManager wires the watches: GitRepo spec changes and webhook
-// marks, the GitRepo's Bundles (for status), the GitRepoRestrictions of
-// its namespace (checked before every poll), and in-process webhook
-// triggers.
+// marks, the GitRepo's Bundles (for status), the GitRepoRestrictions and
+// Policies of its namespace (checked before every poll), and in-process
+// webhook triggers.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	repoPreds := predicate.Or[client.Object](
 		predicate.GenerationChangedPredicate{},
@@ -140,11 +156,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				!e.ObjectNew.GetDeletionTimestamp().IsZero()
 		}},
 	)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("gitrepo").
 		For(&fleet.GitRepo{}, builder.WithPredicates(repoPreds)).
 		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.RepoLabel))).
-		Watches(&fleet.GitRepoRestriction{}, r.restrictionHandler()).
+		Watches(&fleet.GitRepoRestriction{}, r.restrictionHandler())
+	if !r.Opts.NoPolicies {
+		b = b.Watches(&fleet.Policy{}, r.restrictionHandler())
+	}
+	return b.
 		WatchesRawSource(source.Channel(r.triggers, &handler.TypedEnqueueRequestForObject[*fleet.GitRepo]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
 		Complete(r)
@@ -209,6 +229,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.last, key)
 	delete(r.attempted, key)
+	delete(r.granted, key)
 	delete(r.webhooks, key)
 	delete(r.unwritten, key)
 }

@@ -48,6 +48,13 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	// Refused until now: the GitRepo or its restrictions changed, so it is
 	// polled at once instead of when the timer says.
 	wasRefused := seen && last.SyncReason == ReasonRestricted
+	// A default of the restrictions or Policies changed since the last
+	// sync: the Bundles are built again at once, with the new one.
+	grant := [2]string{authorized.Spec.ServiceAccount, authorized.Spec.ClientSecretName}
+	r.mu.Lock()
+	prevGrant, synced := r.granted[key]
+	r.mu.Unlock()
+	grantChanged := synced && prevGrant != grant
 
 	due, wait := r.Opts.Tracker.Due(key)
 	webhookNew := r.webhookPending(repo)
@@ -56,7 +63,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 		due = false
 		wait = 0
 	}
-	if !due && !specNew && !webhookNew && !wasRefused && seen {
+	if !due && !specNew && !webhookNew && !wasRefused && !grantChanged && seen {
 		last.PollingDisabled = repo.Spec.DisablePolling
 		return last, wait
 	}
@@ -66,11 +73,14 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.attempted[key] = stamp
 	r.mu.Unlock()
 
-	retrySync := seen && last.SyncErr != nil
+	retrySync := (seen && last.SyncErr != nil) || grantChanged
 	err = r.poll(ctx, repo, authorized, retrySync, &out)
 	next := r.Opts.Tracker.Record(key, interval, err)
 	r.mu.Lock()
 	r.last[key] = out
+	if err == nil {
+		r.granted[key] = grant
+	}
 	r.mu.Unlock()
 	if repo.Spec.DisablePolling && err == nil {
 		return out, 0

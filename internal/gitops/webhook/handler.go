@@ -1,6 +1,8 @@
 // Package webhook receives push notifications from git hosts and asks the
 // GitRepo controller to sync the GitRepos whose repo URL and branch match.
-// Only correctly signed requests change anything (see package payload).
+// Only correctly signed requests change anything (see package payload),
+// unless Handler.AllowUnsigned opts in to unsigned ones for providers
+// without a configured key.
 package webhook
 
 import (
@@ -27,8 +29,24 @@ import (
 // webhook secret of each provider (Fleet's name).
 const DefaultSecretName = "gitjob-webhook"
 
-// MaxBodyBytes bounds a webhook body; real push payloads are far smaller.
-const MaxBodyBytes = 10 << 20
+// MaxBodyBytes bounds a webhook body. GitHub caps its payloads at 25 MB
+// (a push of many files lists them all); real pushes are mostly far
+// smaller. Unsigned requests are refused before their body is read.
+const MaxBodyBytes = 25 << 20
+
+// MaxConcurrentBodies bounds the request bodies the receiver reads at
+// once, so that many large (or slow) requests cannot hold more than
+// MaxConcurrentBodies × MaxBodyBytes of memory; the server's read timeout
+// frees a slot held by a slow sender.
+const MaxConcurrentBodies = 8
+
+// DefaultBusyWait is how long a request waits for a body slot before it is
+// answered 503 (the git host may retry; polling catches up anyway).
+const DefaultBusyWait = 10 * time.Second
+
+// UnsignedLogInterval is how often, at most, the receiver logs that it
+// took an unsigned webhook of one provider (Handler.AllowUnsigned).
+const UnsignedLogInterval = time.Hour
 
 // DefaultListInterval is how often, at most, requests that the shared
 // secret does not verify make the receiver list the GitRepos again.
@@ -54,6 +72,27 @@ type Handler struct {
 	// most this old (default DefaultListInterval). Requests it verifies
 	// list afresh.
 	ListInterval time.Duration
+	// AllowUnsigned takes webhooks for a provider that has no key in the
+	// shared webhook Secret without checking them, signed or not, as
+	// Rancher Fleet does (deprecated there): a migration aid, off by
+	// default, since anyone who can reach the receiver can then trigger
+	// polls. A provider with a key, and a GitRepo with its own
+	// webhookSecret, still need a valid signature. Such requests are
+	// matched against the recent GitRepo list (ListInterval), like any
+	// other unverified request.
+	AllowUnsigned bool
+	// BusyWait is how long a request waits for one of the
+	// MaxConcurrentBodies body slots (default DefaultBusyWait).
+	BusyWait time.Duration
+
+	// bodies holds a token per body being read (MaxConcurrentBodies).
+	bodiesOnce sync.Once
+	bodies     chan struct{}
+
+	// unsignedMu guards unsignedLogged, the last time an unsigned webhook
+	// of each provider was logged.
+	unsignedMu     sync.Mutex
+	unsignedLogged map[payload.Provider]time.Time
 
 	// listMu serializes LISTs, so that concurrent unverified requests
 	// share one.
@@ -70,7 +109,7 @@ type result struct {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := ctrl.LoggerFrom(r.Context()).WithName("webhook")
-	res := h.handle(r)
+	res := h.handle(ctrl.LoggerInto(r.Context(), log), r)
 	if res.status >= 400 {
 		log.Info("webhook refused", "status", res.status, "reason", res.msg, "remote", r.RemoteAddr)
 	}
@@ -79,26 +118,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, res.msg+"\n")
 }
 
-func (h *Handler) handle(r *http.Request) result {
-	if r.Method != http.MethodPost {
-		return result{status: http.StatusMethodNotAllowed, msg: "POST only"}
+func (h *Handler) handle(ctx context.Context, r *http.Request) result {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodHead:
+		// Load balancers' health checks (AWS ALB, GKE Ingress) GET the
+		// webhook path and want 200, as Fleet answers. Nothing is read.
+		return result{status: http.StatusOK, msg: "ok"}
+	default:
+		return result{status: http.StatusMethodNotAllowed, msg: "POST only (GET and HEAD answer health checks)"}
+	}
+	p, err := payload.Detect(r.Header)
+	if err != nil {
+		return result{status: http.StatusBadRequest, msg: err.Error()}
+	}
+	signed := payload.Signed(p, r)
+	if !signed && payload.IsPing(p, r.Header) {
+		// GitHub pings a webhook when it is created; a ping triggers
+		// nothing, so an unsigned one is answered without any check.
+		return result{status: http.StatusOK, msg: "ping received (unsigned: pushes must be signed with the configured secret)"}
+	}
+	// Unless unsigned requests may be taken, refuse one before reading
+	// its body or calling the API server.
+	if !signed && !h.AllowUnsigned {
+		return refuse(payload.ErrMissingSig)
+	}
+	release, ok := h.acquireBody(r.Context())
+	if !ok {
+		return result{status: http.StatusServiceUnavailable, msg: "too many webhook requests at once; try again later"}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	release()
 	if err != nil {
 		return result{status: http.StatusBadRequest, msg: "reading body failed"}
 	}
 	if len(body) > MaxBodyBytes {
 		return result{status: http.StatusRequestEntityTooLarge, msg: "body too large"}
 	}
-	p, err := payload.Detect(r.Header)
-	if err != nil {
-		return result{status: http.StatusBadRequest, msg: err.Error()}
-	}
-	// Nothing accepts an unsigned request: refuse it before any API call.
-	if !payload.Signed(p, r) {
-		return refuse(payload.ErrMissingSig)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	global, err := h.secrets(ctx, h.SystemNamespace, DefaultSecretName)
 	if err != nil {
@@ -109,7 +166,7 @@ func (h *Handler) handle(r *http.Request) result {
 	if perr != nil {
 		// Only a correctly signed request learns whether its payload was
 		// understood; everything else is refused the same way.
-		if err := payload.Verify(p, r, body, global); err != nil {
+		if err := h.verify(ctx, p, r, body, global, sharedSecret); err != nil {
 			return refuse(err)
 		}
 		if errors.Is(perr, payload.ErrIgnored) {
@@ -127,7 +184,7 @@ func (h *Handler) handle(r *http.Request) result {
 		return result{status: http.StatusServiceUnavailable, msg: "listing GitRepos failed"}
 	}
 	if len(repos) == 0 {
-		if err := payload.Verify(p, r, body, global); err != nil {
+		if err := h.verify(ctx, p, r, body, global, sharedSecret); err != nil {
 			return refuse(err)
 		}
 		return result{status: http.StatusOK, msg: "no GitRepo matches"}
@@ -136,13 +193,14 @@ func (h *Handler) handle(r *http.Request) result {
 	triggered := 0
 	for i := range repos {
 		repo := &repos[i]
-		secrets := global
+		secrets, source := global, sharedSecret
 		if repo.Spec.WebhookSecret != "" {
 			if secrets, err = h.secrets(ctx, repo.Namespace, repo.Spec.WebhookSecret); err != nil {
 				return result{status: http.StatusServiceUnavailable, msg: "reading webhook secret failed"}
 			}
+			source = ownSecret
 		}
-		if err := payload.Verify(p, r, body, secrets); err != nil {
+		if err := h.verify(ctx, p, r, body, secrets, source); err != nil {
 			verifyErr = err
 			continue
 		}
@@ -157,6 +215,43 @@ func (h *Handler) handle(r *http.Request) result {
 		return refuse(verifyErr)
 	}
 	return result{status: http.StatusOK, msg: fmt.Sprintf("triggered %d GitRepo(s)", triggered)}
+}
+
+// secretSource says where the secrets a request is checked with come from.
+type secretSource int
+
+const (
+	// sharedSecret is the DefaultSecretName Secret of the system namespace.
+	sharedSecret secretSource = iota
+	// ownSecret is a GitRepo's spec.webhookSecret: naming one asks for
+	// signed webhooks, so it never takes unsigned ones.
+	ownSecret
+)
+
+// verify checks the request against secrets. With AllowUnsigned, a
+// provider that has no key in the shared Secret is taken unchecked (and
+// logged, at most once per UnsignedLogInterval and provider).
+func (h *Handler) verify(ctx context.Context, p payload.Provider, r *http.Request, body []byte, secrets payload.Secrets, source secretSource) error {
+	err := payload.Verify(p, r, body, secrets)
+	if !errors.Is(err, payload.ErrNoSecret) || !h.AllowUnsigned || source != sharedSecret {
+		return err
+	}
+	h.unsignedMu.Lock()
+	now := time.Now()
+	last, logged := h.unsignedLogged[p]
+	due := !logged || now.Sub(last) >= UnsignedLogInterval
+	if due {
+		if h.unsignedLogged == nil {
+			h.unsignedLogged = map[payload.Provider]time.Time{}
+		}
+		h.unsignedLogged[p] = now
+	}
+	h.unsignedMu.Unlock()
+	if due {
+		ctrl.LoggerFrom(ctx).Info("taking unverified webhooks: no key for this provider in the webhook Secret and --webhook-allow-unsigned is set; add the key to have them checked",
+			"provider", string(p), "secret", h.SystemNamespace+"/"+DefaultSecretName, "remote", r.RemoteAddr, "logAgainAfter", UnsignedLogInterval.String())
+	}
+	return nil
 }
 
 func refuse(err error) result {
@@ -253,4 +348,23 @@ func refMatches(repo *fleet.GitRepo, push *payload.Push) bool {
 		branch = git.DefaultBranch
 	}
 	return push.Branch() == branch
+}
+
+// acquireBody takes one of the MaxConcurrentBodies body slots, waiting at
+// most BusyWait; ok is false when none freed up in time.
+func (h *Handler) acquireBody(ctx context.Context) (release func(), ok bool) {
+	h.bodiesOnce.Do(func() { h.bodies = make(chan struct{}, MaxConcurrentBodies) })
+	wait := h.BusyWait
+	if wait <= 0 {
+		wait = DefaultBusyWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case h.bodies <- struct{}{}:
+		return func() { <-h.bodies }, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, false
 }

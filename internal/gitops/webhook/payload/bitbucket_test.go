@@ -11,8 +11,10 @@ import (
 // TestBitbucketCloudHookUUID: Fleet's `bitbucket` key holds the webhook's
 // UUID, which Bitbucket Cloud sends as X-Hook-UUID on webhooks without a
 // secret. A request without a signature is accepted when the UUID matches;
-// a wrong or missing UUID is refused as unsigned; a signature, when present, is what
-// is checked (the UUID alone does not pass a bad signature).
+// a wrong or missing UUID is refused as unsigned. A signature the key does
+// not verify still passes when the UUID is the key, as in Fleet, which
+// checks only the UUID: a Fleet setup whose key is the webhook's UUID keeps
+// working once the webhook gets a secret on Bitbucket's side.
 func TestBitbucketCloudHookUUID(t *testing.T) {
 	h, body := webhooktest.Push(payload.Bitbucket, "https://bitbucket.org/example/fleet-apps", commit)
 	secrets := payload.Secrets{string(payload.Bitbucket): webhooktest.BitbucketHookUUID + "\n"}
@@ -35,8 +37,29 @@ func TestBitbucketCloudHookUUID(t *testing.T) {
 	}
 	badSig := h.Clone()
 	webhooktest.Sign(payload.Bitbucket, badSig, body, "not-the-uuid")
+	if err := payload.Verify(payload.Bitbucket, request(badSig, body), body, secrets); err != nil {
+		t.Fatalf("signature the key does not verify, with the right UUID: %v", err)
+	}
+	badSig.Set("X-Hook-UUID", "00000000-0000-0000-0000-000000000000")
 	if err := payload.Verify(payload.Bitbucket, request(badSig, body), body, secrets); !errors.Is(err, payload.ErrBadSignature) {
-		t.Fatalf("bad signature with the right UUID: %v", err)
+		t.Fatalf("bad signature with a wrong UUID: %v", err)
+	}
+	badSig.Del("X-Hook-UUID")
+	if err := payload.Verify(payload.Bitbucket, request(badSig, body), body, secrets); !errors.Is(err, payload.ErrBadSignature) {
+		t.Fatalf("bad signature without a UUID: %v", err)
+	}
+	// A key that is an HMAC secret (not a UUID) is never matched by an
+	// empty or other UUID: an HMAC-only setup is unchanged.
+	hmacOnly := payload.Secrets{string(payload.Bitbucket): "hmac-secret"}
+	good := h.Clone()
+	webhooktest.Sign(payload.Bitbucket, good, body, "hmac-secret")
+	if err := payload.Verify(payload.Bitbucket, request(good, body), body, hmacOnly); err != nil {
+		t.Fatalf("right HMAC: %v", err)
+	}
+	forged := h.Clone()
+	webhooktest.Sign(payload.Bitbucket, forged, body, "forged")
+	if err := payload.Verify(payload.Bitbucket, request(forged, body), body, hmacOnly); !errors.Is(err, payload.ErrBadSignature) {
+		t.Fatalf("forged HMAC with an HMAC-secret key: %v", err)
 	}
 	// Bitbucket Server has no UUID: its key is an HMAC secret only.
 	hs, sbody := webhooktest.Push(payload.BitbucketServer, "https://bitbucket.example.com/scm/ex/fleet-apps.git", commit)

@@ -122,7 +122,9 @@ func SecretsFromData(data map[string][]byte) Secrets {
 }
 
 // Verify checks the request's signature or token for p. A provider without
-// a configured secret is refused: unsigned webhooks are not accepted.
+// a configured secret is refused with ErrNoSecret: unsigned webhooks are
+// not accepted (a receiver may choose to take those, see
+// webhook.Handler.AllowUnsigned).
 func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 	switch p {
 	case GitHub:
@@ -147,19 +149,26 @@ func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 		// A Bitbucket Cloud webhook with a secret signs its body
 		// (X-Hub-Signature). Older ones, which Fleet's `bitbucket` key is
 		// for, cannot: Fleet compares the key with the webhook's UUID
-		// (X-Hook-UUID), shown only to the repository's admins.
+		// (X-Hook-UUID), shown only to the repository's admins, and
+		// ignores any signature. So a signature that the key does not
+		// verify still passes when the UUID is the key: a Fleet setup
+		// whose key is the UUID keeps working after a secret is added to
+		// the webhook on Bitbucket's side.
+		uuidOK := bitbucketUUIDMatches(r, secrets)
 		if sig := r.Header.Get("X-Hub-Signature"); sig != "" {
-			return checkHMAC(secrets[string(Bitbucket)], sig, "sha256=", sha256.New, body)
+			err := checkHMAC(secrets[string(Bitbucket)], sig, "sha256=", sha256.New, body)
+			if err != nil && uuidOK {
+				return nil
+			}
+			return err
 		}
-		uuid := strings.TrimSpace(secrets[string(Bitbucket)])
-		if uuid == "" {
+		if strings.TrimSpace(secrets[string(Bitbucket)]) == "" {
 			return ErrNoSecret
 		}
-		got := r.Header.Get("X-Hook-UUID")
-		if got == "" {
+		if r.Header.Get("X-Hook-UUID") == "" {
 			return ErrMissingSig
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(uuid)) != 1 {
+		if !uuidOK {
 			// Unsigned, and not the configured webhook.
 			return fmt.Errorf("%w: X-Hook-UUID is not the configured webhook's", ErrMissingSig)
 		}
@@ -193,6 +202,25 @@ func Verify(p Provider, r *http.Request, body []byte, secrets Secrets) error {
 		return nil
 	}
 	return ErrUnknownProvider
+}
+
+// bitbucketUUIDMatches reports, in constant time, whether the request's
+// X-Hook-UUID is the configured `bitbucket` key (Fleet's meaning of that
+// key). An empty key or header never matches.
+func bitbucketUUIDMatches(r *http.Request, secrets Secrets) bool {
+	uuid := strings.TrimSpace(secrets[string(Bitbucket)])
+	got := r.Header.Get("X-Hook-UUID")
+	if uuid == "" || got == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(uuid)) == 1
+}
+
+// IsPing reports whether the request is a provider's ping (GitHub's
+// `ping` event, sent when a webhook is created or tested). A ping names
+// no push, so a receiver can answer it without checking anything.
+func IsPing(p Provider, h http.Header) bool {
+	return p == GitHub && h.Get("X-GitHub-Event") == "ping"
 }
 
 // Signed reports whether the request carries what Verify checks for p: a

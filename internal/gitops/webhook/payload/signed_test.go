@@ -54,3 +54,20 @@ func TestDefaultBranch(t *testing.T) {
 		}
 	}
 }
+
+// TestIsPing: only GitHub's ping event is a ping; Gitea, which also sends
+// X-GitHub-Event, is not taken for GitHub.
+func TestIsPing(t *testing.T) {
+	h, _ := webhooktest.Push(payload.GitHub, "https://git.example.com/example/fleet-apps.git", commit)
+	h.Set("X-GitHub-Event", "ping")
+	if !payload.IsPing(payload.GitHub, h) {
+		t.Error("GitHub ping not recognized")
+	}
+	if payload.IsPing(payload.Gitea, h) {
+		t.Error("a Gitea request counted as a GitHub ping")
+	}
+	h.Set("X-GitHub-Event", "push")
+	if payload.IsPing(payload.GitHub, h) {
+		t.Error("a GitHub push counted as a ping")
+	}
+}

@@ -1,0 +1,85 @@
+package helmop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+// ReasonRestricted is the event reason of a HelmOp its namespace's
+// Policies refuse (Rancher Fleet's reason for refusals by restrictions).
+const ReasonRestricted = "FailedToApplyRestrictions"
+
+// authorize checks the HelmOp against the Policies of its namespace before
+// any Secret is read or repository contacted, so that the namespace's
+// credentials never reach a repository or chart the Policies forbid. It
+// returns the HelmOp to build: a copy with the Policies' helmOp defaults
+// (serviceAccount, helmSecretName) filled in where the spec has none; the
+// user's spec is never changed. A refusal is an *inputError wrapping a
+// *target.PolicyError (see isRefused); other errors are transient.
+func (r *Reconciler) authorize(ctx context.Context, op *fleet.HelmOp) (*fleet.HelmOp, error) {
+	if r.Opts.NoPolicies {
+		return op, nil
+	}
+	var list fleet.PolicyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			// CRDs that predate Policies: there are none.
+			return op, nil
+		}
+		return nil, fmt.Errorf("reading Policies: %w", err)
+	}
+	granted, err := target.CombinePolicies(list.Items).AuthorizeHelmOp(&op.Spec)
+	if err != nil {
+		return nil, &inputError{err}
+	}
+	if granted.ServiceAccount == op.Spec.ServiceAccount && granted.SecretName == op.Spec.HelmSecretName {
+		return op, nil
+	}
+	authorized := op.DeepCopy()
+	authorized.Spec.ServiceAccount = granted.ServiceAccount
+	authorized.Spec.HelmSecretName = granted.SecretName
+	return authorized, nil
+}
+
+// isRefused says whether err is a refusal by the Policies: it stays until
+// the HelmOp or a Policy changes, so it is not retried on a timer.
+func isRefused(err error) bool {
+	var pe *target.PolicyError
+	return errors.As(err, &pe)
+}
+
+// policyStamp is what the Policies decided for a HelmOp: a build is due
+// when it changes (a Policy was relaxed, tightened, or its defaults
+// changed), whatever the backoff says.
+func policyStamp(authorized *fleet.HelmOp, refusal error) string {
+	if refusal != nil {
+		return "refused: " + refusal.Error()
+	}
+	return "serviceAccount=" + authorized.Spec.ServiceAccount + "\x00helmSecretName=" + authorized.Spec.HelmSecretName
+}
+
+// policyHandler enqueues every HelmOp of a Policy's namespace, so that a
+// Policy change takes effect at once: a refused HelmOp is built when
+// allowed, one newly refused keeps its Bundle but is no longer built.
+func (r *Reconciler) policyHandler() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var ops fleet.HelmOpList
+		if err := r.Client.List(ctx, &ops, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(ops.Items))
+		for i := range ops.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ops.Items[i])})
+		}
+		return out
+	})
+}
