@@ -120,9 +120,10 @@ type PriorityClassSpec struct {
 // fleet-agent-pod-disruption-budget the manager creates for an imported
 // cluster's agent. Values are a count of pods or a percentage ("1",
 // "50%"), as strings; set at most one of them. Neither set means
-// maxUnavailable 0, as in Rancher Fleet. Both set, or a value that is not
-// a count or a percentage of at most 100%, stops the import with
-// Imported=False (reason InvalidAgentSchedulingCustomization).
+// maxUnavailable 0, as in Rancher Fleet; as there, a zero ("0", "0%")
+// beside the other value is ignored. Both set and non-zero, or a value
+// that is not a count or a percentage of at most 100%, stops the import
+// with Imported=False (reason InvalidAgentSchedulingCustomization).
 type PodDisruptionBudgetSpec struct {
 	// +optional
 	MinAvailable string `json:"minAvailable,omitempty"`

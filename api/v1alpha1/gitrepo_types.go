@@ -131,14 +131,17 @@ type CommitSpec struct {
 }
 
 // BundlePath is one bundle of a driven scan: a directory and the options
-// file that defines it. The bundle is named <gitrepo>-<base>, plus
-// -<options file without extension> when Options is set.
+// file that defines it. As in Rancher Fleet the bundle is named from
+// <gitrepo>/<base>/<options file without extension> joined and cleaned
+// ("/" becomes "-"): base app with options ../shared/dev.yaml is
+// <gitrepo>-shared-dev.
 type BundlePath struct {
 	// Base is the bundle's directory, relative to the repository root.
 	// +optional
 	Base string `json:"base,omitempty"`
-	// Options is a fleet.yaml-like file relative to Base; Base's fleet.yaml
-	// (if any) when empty.
+	// Options is a fleet.yaml-like file relative to Base (it may lie
+	// outside Base, not outside the repository); Base's fleet.yaml (if any)
+	// when empty.
 	// +optional
 	Options string `json:"options,omitempty"`
 }

@@ -18,10 +18,11 @@ import (
 // by its Options file (relative to Base, and allowed to lie outside it as
 // long as it stays in the repository; the directory's fleet.yaml, if any,
 // when empty). As in Rancher Fleet the bundle holds every file under Base,
-// sub-directories with a fleet.yaml of their own included (that fleet.yaml
-// is a resource like any other file): only Base's own fleet.yaml, hidden
-// and .fleetignore'd files, values files and the options files the list
-// names for Base are left out. Leaving out the options files of the other
+// sub-directories with a fleet.yaml of their own included (but no
+// fleet.yaml itself, which Rancher ships): fleet.yaml files, hidden and
+// .fleetignore'd files, values files and the options files the list names
+// for Base are left out. A Base inside another listed Base is warned
+// about: its files are then part of both bundles. Leaving out the options files of the other
 // entries of the same Base is a deliberate difference: Rancher Fleet keeps
 // them as resources and tells users to .fleetignore them. A bundle is named
 // NAME-<base>, plus -<options file without extension> when one is given
@@ -62,6 +63,8 @@ func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePa
 			optionsOf[dir][options] = true
 		}
 	}
+	nested := nestedDirs(optionsOf)
+	warned := map[[2]string]bool{}
 	out := make([]*fleet.Bundle, 0, len(bundles))
 	byName := map[string]string{}
 	var empty []string
@@ -90,6 +93,13 @@ func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePa
 		}
 		byName[b.Name] = label
 		out = append(out, b)
+		for _, inner := range nested[dir] {
+			if k := [2]string{dir, inner}; !warned[k] && holdsFilesUnder(b, dir, inner) && opts.Warn != nil {
+				warned[k] = true
+				opts.Warn(fmt.Sprintf("bundle %s holds %s, listed as a bundle of its own: its files are part of both (.fleetignore it in %s to keep them apart)",
+					displayPath(fs.rel(dir)), displayPath(fs.rel(inner)), displayPath(fs.rel(dir))))
+			}
+		}
 	}
 	if len(out) == 0 {
 		// Returning no bundle would make the caller prune every Bundle of
@@ -143,4 +153,38 @@ func drivenPaths(fs *fsys, bp fleet.BundlePath) (dir, options string, err error)
 		return "", "", fmt.Errorf("bundle %q: options file %q is a directory", bp.Base, bp.Options)
 	}
 	return dir, options, nil
+}
+
+// nestedDirs maps each listed directory to the listed directories inside
+// it. A driven bundle holds every file under its base, so an inner
+// directory's files are deployed by both bundles unless the outer one
+// ignores them (before this project followed Rancher Fleet there, such a
+// directory with a fleet.yaml of its own stayed out of the outer bundle):
+// ReadDriven warns when the outer bundle holds some.
+func nestedDirs(dirs map[string]map[string]bool) map[string][]string {
+	out := map[string][]string{}
+	for outer := range dirs {
+		for inner := range dirs {
+			if inner != outer && strings.HasPrefix(inner, outer+string(filepath.Separator)) {
+				out[outer] = append(out[outer], inner)
+			}
+		}
+		sort.Strings(out[outer])
+	}
+	return out
+}
+
+// holdsFilesUnder says whether b, read from dir, has a resource under inner.
+func holdsFilesUnder(b *fleet.Bundle, dir, inner string) bool {
+	rel, err := filepath.Rel(dir, inner)
+	if err != nil {
+		return false
+	}
+	prefix := filepath.ToSlash(rel) + "/"
+	for _, r := range b.Spec.Resources {
+		if strings.HasPrefix(r.Name, prefix) {
+			return true
+		}
+	}
+	return false
 }

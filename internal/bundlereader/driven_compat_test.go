@@ -178,6 +178,51 @@ func TestReadDrivenSkipsEmptyEntries(t *testing.T) {
 	}
 }
 
+// TestReadDrivenWarnsNestedBases: a listed base inside another listed base
+// is part of both bundles (the outer one holds every file under it); the
+// read says so, so that users whose layout relied on such a directory
+// staying out (it has a fleet.yaml) notice, and a .fleetignore in the
+// outer base keeps them apart without touching the inner bundle.
+func TestReadDrivenWarnsNestedBases(t *testing.T) {
+	dir := writeRepo(t, map[string]string{
+		"apps/cm.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: apps}\n",
+		"apps/web/fleet.yaml":  "defaultNamespace: web\n",
+		"apps/web/cm.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+		"apps/other/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+		"ignored/.fleetignore": "web/\n",
+		"ignored/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ignored}\n",
+		"ignored/web/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: iweb}\n",
+	})
+	var warnings []string
+	opts := Options{Warn: func(msg string) { warnings = append(warnings, msg) }}
+	bs, err := ReadDriven(context.Background(), "repo", dir, []fleet.BundlePath{
+		{Base: "apps"}, {Base: "apps/web"}, {Base: "ignored"}, {Base: "ignored/web"},
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"bundle apps holds apps/web, listed as a bundle of its own: its files are part of both (.fleetignore it in apps to keep them apart)",
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings = %q, want %q", warnings, want)
+	}
+	res := map[string][]string{}
+	for _, b := range bs {
+		res[b.Name] = keys(resourceNames(b))
+	}
+	for name, want := range map[string][]string{
+		"repo-apps":        {"cm.yaml", "other/cm.yaml", "web/cm.yaml"},
+		"repo-apps-web":    {"cm.yaml"},
+		"repo-ignored":     {"cm.yaml"},
+		"repo-ignored-web": {"cm.yaml"},
+	} {
+		if !reflect.DeepEqual(res[name], want) {
+			t.Errorf("%s resources = %v, want %v", name, res[name], want)
+		}
+	}
+}
+
 // TestReadDrivenOptionsOutsideBase: an options file may lie outside its
 // base, anywhere in the repository; the bundle is named from the joined,
 // cleaned path, as Rancher Fleet's filepath.Join(name, base, options)

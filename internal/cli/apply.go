@@ -118,7 +118,11 @@ fleet.cattle.io/repo-name that are no longer produced are deleted.
 
 With --driven-scan nothing is discovered: each PATH is one bundle directory, written
 DIR or DIR:OPTIONS where OPTIONS is a fleet.yaml-like file relative to DIR (fleet.yaml
-when omitted), and the bundle is named NAME-<dir>[-<options without extension>].
+when omitted; it may lie outside DIR but not outside the current directory), and the
+bundle is named from NAME/DIR/OPTIONS-without-extension joined and cleaned
+(app:../shared/dev.yaml gives NAME-shared-dev). A bundle holds every file under DIR,
+sub-directories with a fleet.yaml of their own included (no fleet.yaml itself, nor the
+options files named); a DIR without resources is skipped with a warning.
 
 With -b FILE nothing is read from PATHs: FILE holds fleet.cattle.io/v1alpha1 Bundle
 resources (YAML or JSON, several documents allowed, "-" for stdin), such as the output

@@ -106,8 +106,14 @@ func explainNoKubeconfig(err error) error {
 	if !clientcmd.IsEmptyConfig(err) {
 		return err
 	}
+	why := "neither is set and ~/.kube/config does not exist"
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		// client-go skips files of KUBECONFIG that do not exist: a
+		// relative path exported in another directory, say.
+		why = fmt.Sprintf("KUBECONFIG=%s names no existing file", env)
+	}
 	return errors.New("no kubeconfig for the manager cluster: pass --kubeconfig (-k) or set KUBECONFIG " +
-		"(neither is set and ~/.kube/config does not exist). For the quickstart (`make quickstart`) it is " +
+		"(" + why + "). For the quickstart (`make quickstart`) it is " +
 		".fleet-dev/upstream/kubeconfig in the repository: bin/fleet status -k .fleet-dev/upstream/kubeconfig -n fleet-default")
 }
 

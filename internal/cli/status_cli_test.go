@@ -33,6 +33,15 @@ func TestStatusWithoutKubeconfig(t *testing.T) {
 	if strings.Contains(err.Error(), "KUBERNETES_MASTER") {
 		t.Errorf("error still suggests KUBERNETES_MASTER: %v", err)
 	}
+
+	// KUBECONFIG naming a file that is not there (a relative path exported
+	// elsewhere): client-go skips it; the error says so rather than that
+	// KUBECONFIG is unset.
+	t.Setenv("KUBECONFIG", ".fleet-dev/upstream/kubeconfig")
+	_, _, err = runFleet(t, t.TempDir(), "", "status", "--once")
+	if err == nil || !strings.Contains(err.Error(), "KUBECONFIG=.fleet-dev/upstream/kubeconfig names no existing file") {
+		t.Errorf("status with KUBECONFIG naming a missing file: %v", err)
+	}
 }
 
 // TestStatusNamesTheWorkspace: status of the default workspace names it,

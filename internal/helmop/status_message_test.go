@@ -9,8 +9,9 @@ import (
 )
 
 // TestReadyMessageNamesTheBundle: the Bundle's summary names clusters; the
-// HelmOp's Ready message names the Bundle once per state with the first
-// message (Rancher: "ErrApplied(2) [Bundle x: <message>]").
+// HelmOp's Ready message names the Bundle once per state and message
+// (Rancher: "ErrApplied(2) [Bundle x: <message>]"): clusters failing alike
+// show once, for other reasons each.
 func TestReadyMessageNamesTheBundle(t *testing.T) {
 	b := &fleet.Bundle{
 		ObjectMeta: metav1.ObjectMeta{Name: "my-op", Generation: 2},
@@ -20,12 +21,13 @@ func TestReadyMessageNamesTheBundle(t *testing.T) {
 				{Name: "fleet-default/cluster-641d0a29d2b5", State: fleet.ErrApplied, Message: "render: bad template"},
 				{Name: "fleet-default/cluster-2", State: fleet.ErrApplied, Message: "render: other"},
 				{Name: "fleet-default/cluster-3", State: fleet.WaitApplied},
+				{Name: "fleet-default/cluster-4", State: fleet.ErrApplied, Message: "render: bad template"},
 			},
 		}},
 	}
 	var st fleet.HelmOpStatus
 	computeStatus(&st, 1, outcome{Built: true, Version: "1.0.0"}, b)
-	want := "ErrApplied(2) [Bundle my-op: render: bad template]; WaitApplied(1) [Bundle my-op]"
+	want := "ErrApplied(2) [Bundle my-op: render: bad template; Bundle my-op: render: other]; WaitApplied(1) [Bundle my-op]"
 	c := findCondition(st.Conditions, fleet.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Message != want {
 		t.Fatalf("Ready = %+v\nwant message %q", c, want)
@@ -33,7 +35,7 @@ func TestReadyMessageNamesTheBundle(t *testing.T) {
 	if st.Display.Message != want || st.Display.State != string(fleet.ErrApplied) {
 		t.Errorf("display %+v", st.Display)
 	}
-	if len(st.Summary.NonReadyResources) != 2 || st.Summary.ErrApplied != 2 {
+	if len(st.Summary.NonReadyResources) != 3 || st.Summary.ErrApplied != 2 {
 		t.Errorf("summary %+v", st.Summary)
 	}
 	if b.Status.Summary.NonReadyResources[0].Name != "fleet-default/cluster-641d0a29d2b5" {

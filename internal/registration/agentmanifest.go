@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -255,17 +256,28 @@ func AgentPodDisruptionBudget(ns string, spec *fleet.PodDisruptionBudgetSpec) (*
 		ObjectMeta: metav1.ObjectMeta{Name: AgentPodDisruptionBudgetName, Namespace: ns, Labels: agentManagedLabels()},
 		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fleet-agent"}}},
 	}
+	// As in Rancher Fleet, a zero beside the other value is no value: it
+	// would forbid nothing (maxUnavailable) or ask for nothing
+	// (minAvailable), and Rancher Cluster manifests carry such pairs.
+	minAvail, maxUnavail := spec.MinAvailable, spec.MaxUnavailable
+	if minAvail != "" && maxUnavail != "" {
+		if zeroPods(minAvail) {
+			minAvail = ""
+		} else if zeroPods(maxUnavail) {
+			maxUnavail = ""
+		}
+	}
 	switch {
-	case spec.MinAvailable != "" && spec.MaxUnavailable != "":
-		return nil, &AgentSpecError{Field: field, Msg: fmt.Sprintf("minAvailable (%q) and maxUnavailable (%q) are both set; set only one", spec.MinAvailable, spec.MaxUnavailable)}
-	case spec.MinAvailable != "":
-		v, err := intOrPercent(spec.MinAvailable)
+	case minAvail != "" && maxUnavail != "":
+		return nil, &AgentSpecError{Field: field, Msg: fmt.Sprintf("minAvailable (%q) and maxUnavailable (%q) are both set; set only one", minAvail, maxUnavail)}
+	case minAvail != "":
+		v, err := intOrPercent(minAvail)
 		if err != nil {
 			return nil, &AgentSpecError{Field: field + ".minAvailable", Msg: err.Error()}
 		}
 		pdb.Spec.MinAvailable = &v
-	case spec.MaxUnavailable != "":
-		v, err := intOrPercent(spec.MaxUnavailable)
+	case maxUnavail != "":
+		v, err := intOrPercent(maxUnavail)
 		if err != nil {
 			return nil, &AgentSpecError{Field: field + ".maxUnavailable", Msg: err.Error()}
 		}
@@ -275,6 +287,10 @@ func AgentPodDisruptionBudget(ns string, spec *fleet.PodDisruptionBudgetSpec) (*
 	}
 	return pdb, nil
 }
+
+// zeroPods says whether s, a PodDisruptionBudget value, is zero pods ("0"
+// or "0%").
+func zeroPods(s string) bool { return s == "0" || s == "0%" }
 
 // intOrPercent parses s as a PodDisruptionBudget's minAvailable or
 // maxUnavailable: a count of pods (0 or more) or a percentage (0% to 100%).
@@ -381,6 +397,11 @@ func replaceChangedPriorityClass(ctx context.Context, down client.Client, want *
 func deleteIfManaged(ctx context.Context, down client.Client, obj client.Object,
 	inUse func(context.Context, client.Client, client.Object) (bool, error)) error {
 	if err := down.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if meta.IsNoMatchError(err) {
+			// A cluster that does not serve the kind (policy/v1 before
+			// Kubernetes 1.21) has no such object to prune.
+			return nil
+		}
 		return client.IgnoreNotFound(err)
 	}
 	if obj.GetLabels()[AgentManagedByLabel] != AgentManagedByValue {

@@ -135,7 +135,12 @@ func TestAgentPodDisruptionBudget(t *testing.T) {
 		{name: "min zero", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "0"}, min: ptr.To(i(0))},
 		{name: "max percent", spec: &fleet.PodDisruptionBudgetSpec{MaxUnavailable: "50%"}, max: ptr.To(pct("50%"))},
 		{name: "max 100%", spec: &fleet.PodDisruptionBudgetSpec{MaxUnavailable: "100%"}, max: ptr.To(pct("100%"))},
-		{name: "both", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "1", MaxUnavailable: "0"},
+		// Rancher Fleet's rule: a zero beside the other value is ignored;
+		// two non-zero values are an error.
+		{name: "both, max zero", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "1", MaxUnavailable: "0"}, min: ptr.To(i(1))},
+		{name: "both, min zero", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "0", MaxUnavailable: "25%"}, max: ptr.To(pct("25%"))},
+		{name: "both zero", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "0%", MaxUnavailable: "0"}, max: ptr.To(i(0))},
+		{name: "both", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "1", MaxUnavailable: "2"},
 			wantErrField: "spec.agentSchedulingCustomization.podDisruptionBudget", wantErrText: "both set"},
 		{name: "word", spec: &fleet.PodDisruptionBudgetSpec{MinAvailable: "abc"},
 			wantErrField: "spec.agentSchedulingCustomization.podDisruptionBudget.minAvailable", wantErrText: `"abc" is neither a count`},

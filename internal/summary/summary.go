@@ -305,20 +305,26 @@ func Rejection(b *fleet.Bundle) *metav1.Condition {
 }
 
 // NonReadyByBundle turns a Bundle's per-cluster non-ready entries into the
-// entries of its owner's (GitRepo, HelmOp) summary: one per state, named
-// after the Bundle and carrying the first cluster's message and details,
+// entries of its owner's (GitRepo, HelmOp) summary, named after the Bundle,
 // so the owner's Ready message lists Bundles, as Rancher Fleet's does
-// ("[Bundle <name>: <message>]"), not clusters. The owner's counts still
-// count deployments. Entries are deep copies: the Bundle may be an
-// informer cache's object.
+// ("[Bundle <name>: <message>]"), not clusters: one per state and message
+// (the first cluster's details), so that clusters failing for different
+// reasons each show theirs and a thousand failing alike show one. The
+// owner's counts still count deployments. Entries are deep copies: the
+// Bundle may be an informer cache's object.
 func NonReadyByBundle(bundle string, in []fleet.NonReadyResource) []fleet.NonReadyResource {
+	type key struct {
+		state fleet.BundleState
+		msg   string
+	}
 	var out []fleet.NonReadyResource
-	seen := map[fleet.BundleState]bool{}
+	seen := map[key]bool{}
 	for i := range in {
-		if seen[in[i].State] {
+		k := key{in[i].State, in[i].Message}
+		if seen[k] {
 			continue
 		}
-		seen[in[i].State] = true
+		seen[k] = true
 		r := *in[i].DeepCopy()
 		r.Name = bundle
 		out = append(out, r)

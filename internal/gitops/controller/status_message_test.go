@@ -10,9 +10,8 @@ import (
 
 // TestReadyMessageNamesBundles: a Bundle's summary names the clusters its
 // deployments are on; the GitRepo's Ready message and display name the
-// Bundles (Rancher: "ErrApplied(2) [Bundle x: <message>]"), with the first
-// message of each Bundle per state, while the counts still count
-// deployments.
+// Bundles (Rancher: "ErrApplied(2) [Bundle x: <message>]"), each message
+// of a Bundle once per state, while the counts still count deployments.
 func TestReadyMessageNamesBundles(t *testing.T) {
 	errOn := func(clusters ...string) fleet.BundleSummary {
 		s := fleet.BundleSummary{DesiredReady: len(clusters), ErrApplied: len(clusters)}
@@ -27,9 +26,14 @@ func TestReadyMessageNamesBundles(t *testing.T) {
 		bundles []fleet.Bundle
 		want    string
 	}{
-		{name: "one bundle failing on two clusters is one entry with the first message",
-			bundles: []fleet.Bundle{bundle("examples-simple", 1, 1, errOn("cluster-641d0a29d2b5", "cluster-77"))},
-			want:    "ErrApplied(2) [Bundle examples-simple: template: cluster-641d0a29d2b5: bad]"},
+		{name: "one bundle failing alike on two clusters is one entry, for another reason another",
+			bundles: []fleet.Bundle{bundle("examples-simple", 1, 1, fleet.BundleSummary{DesiredReady: 3, ErrApplied: 3,
+				NonReadyResources: []fleet.NonReadyResource{
+					{Name: "fleet-default/cluster-641d0a29d2b5", State: fleet.ErrApplied, Message: "template: bad"},
+					{Name: "fleet-default/cluster-77", State: fleet.ErrApplied, Message: "template: bad"},
+					{Name: "fleet-default/cluster-78", State: fleet.ErrApplied, Message: "quota exceeded"},
+				}})},
+			want: "ErrApplied(3) [Bundle examples-simple: template: bad; Bundle examples-simple: quota exceeded]"},
 		{name: "two bundles are listed by name, sorted",
 			bundles: []fleet.Bundle{
 				bundle("web", 1, 1, errOn("c2")),
