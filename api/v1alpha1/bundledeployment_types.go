@@ -12,6 +12,7 @@ func init() {
 // cluster's own namespace, the only namespace that cluster's agent can read.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Deployed",type=string,JSONPath=`.status.display.deployed`
 // +kubebuilder:printcolumn:name="Monitored",type=string,JSONPath=`.status.display.monitored`

@@ -13,6 +13,7 @@ func init() {
 // Both selectors must be set, or it matches nothing.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 type BundleNamespaceMapping struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -12,6 +12,7 @@ func init() {
 // clusters deploy it. Its name is the manifest ID "s-<sha256>".
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:subresource:status
 type Content struct {

@@ -12,6 +12,7 @@ func init() {
 // into Bundles.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=gitrepos,categories=fleet
 // +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=`.spec.repo`
@@ -189,6 +190,7 @@ type GitRepoStatus struct {
 // GitRepoRestriction limits what GitRepos in its namespace may do.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Default-ServiceAccount",type=string,JSONPath=`.defaultServiceAccount`
 // +kubebuilder:printcolumn:name="Allowed-ServiceAccounts",type=string,JSONPath=`.allowedServiceAccounts`

@@ -5,6 +5,13 @@
 // This package may import only apimachinery-level packages: it is shared by the
 // manager, the agent and the CLI, and is what generated CRDs are built from.
 //
+// Every kind carries +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep":
+// deleting a CRD deletes every object of its kind, so `helm uninstall
+// fleet-crd`, or an upgrade to a chart without one of the CRDs, must leave
+// the CRDs (and with them the fleet's GitRepos, Bundles, Clusters...) in
+// place. The marker is per type in controller-gen; a new kind needs it too
+// (TestEveryGeneratedCRDIsKept in internal/install fails without it).
+//
 // +kubebuilder:object:generate=true
 // +groupName=fleet.cattle.io
 package v1alpha1

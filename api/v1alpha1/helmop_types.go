@@ -14,6 +14,7 @@ func init() {
 // after the HelmOp, and keeps it up to date when the version is a range.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=helmops,categories=fleet
 // +kubebuilder:printcolumn:name="Repo",type=string,JSONPath=`.spec.helm.repo`

@@ -21,6 +21,7 @@ func init() {
 // set.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:printcolumn:name="Require-ServiceAccount",type=boolean,JSONPath=`.requireServiceAccount`
 // +kubebuilder:printcolumn:name="Allowed-ServiceAccounts",type=string,JSONPath=`.allowedServiceAccounts`
 type Policy struct {

@@ -13,6 +13,7 @@ func init() {
 // created with the import (token) credential and granted by the manager.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster-Name",type=string,JSONPath=`.status.clusterName`
 // +kubebuilder:printcolumn:name="Labels",type=string,JSONPath=`.spec.clusterLabels`
@@ -67,6 +68,7 @@ type ClusterRegistrationStatus struct {
 // until it expires.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Secret-Name",type=string,JSONPath=`.status.secretName`
 type ClusterRegistrationToken struct {

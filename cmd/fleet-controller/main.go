@@ -30,7 +30,7 @@ func main() {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables (env FLEET_METRICS_BIND_ADDRESS)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
 	fs.StringVar(&opts.WebhookAddr, "webhook-bind-address", ":8082", "git webhook receiver address; 0 disables (so does --gitops=false)")
-	fs.BoolVar(&opts.WebhookAllowUnsigned, "webhook-allow-unsigned", os.Getenv("FLEET_WEBHOOK_ALLOW_UNSIGNED") == "true", "take git webhooks unchecked, signed or not, for a provider that has no key in Secret gitjob-webhook, as Rancher Fleet does (a migration aid: anyone who reaches the receiver can then trigger polls); a provider with a key, and a GitRepo with its own webhookSecret, still need a valid signature (env FLEET_WEBHOOK_ALLOW_UNSIGNED=true)")
+	fs.BoolVar(&opts.WebhookAllowUnsigned, "webhook-allow-unsigned", os.Getenv("FLEET_WEBHOOK_ALLOW_UNSIGNED") == "true", "take git webhooks unchecked, signed or not, while Secret gitjob-webhook holds no key, as Rancher Fleet does (a migration aid: anyone who reaches the receiver can then trigger polls); once it holds any key, and for a GitRepo with its own webhookSecret, a valid signature is needed (env FLEET_WEBHOOK_ALLOW_UNSIGNED=true)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
 	gitOps := fs.Bool("gitops", true, "run the GitRepo controller and its git webhook receiver; false leaves GitRepos as they are (their Bundles stay deployed)")
 	helmOps := fs.Bool("helmops", true, "run the HelmOp controller (charts from repositories without git)")
@@ -84,7 +84,7 @@ func main() {
 		os.Exit(1)
 	}
 	if opts.WebhookAllowUnsigned && !opts.DisableGitOps {
-		log.Info("unsigned git webhooks are taken for providers without a key in Secret gitjob-webhook (--webhook-allow-unsigned)")
+		log.Info("unsigned git webhooks are taken while Secret gitjob-webhook holds no key (--webhook-allow-unsigned)")
 	}
 	log.Info("starting", "version", version.String(), "shard", opts.ShardID)
 	if err := manager.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {

@@ -15,8 +15,9 @@ import (
 )
 
 // ReasonRestricted is the event reason of a HelmOp its namespace's
-// Policies refuse (Rancher Fleet's reason for refusals by restrictions).
-const ReasonRestricted = "FailedToApplyRestrictions"
+// Policies refuse: Rancher Fleet's HelmOp reconciler's reason, so that
+// alerts written for it match.
+const ReasonRestricted = "PolicyViolation"
 
 // authorize checks the HelmOp against the Policies of its namespace before
 // any Secret is read or repository contacted, so that the namespace's

@@ -136,8 +136,9 @@ func (s *PolicySet) AuthorizeGitRepo(spec *fleet.GitRepoSpec) (Granted, error) {
 }
 
 // AuthorizeHelmOp applies the helmOp defaults to a HelmOp's serviceAccount
-// and helmSecretName and checks them, its helm.repo and its helm.chart.
-// Every refusal is a *PolicyError.
+// and helmSecretName and checks them, its helm.repo and its helm.chart,
+// and those of every target (the manager downloads a target's own chart
+// too). Every refusal is a *PolicyError.
 func (s *PolicySet) AuthorizeHelmOp(spec *fleet.HelmOpSpec) (Granted, error) {
 	g := Granted{ServiceAccount: spec.ServiceAccount, SecretName: spec.HelmSecretName}
 	if s.Empty() {
@@ -145,20 +146,43 @@ func (s *PolicySet) AuthorizeHelmOp(spec *fleet.HelmOpSpec) (Granted, error) {
 	}
 	g.ServiceAccount = firstSet(g.ServiceAccount, s.helmDefaultSA)
 	g.SecretName = firstSet(g.SecretName, s.helmDefaultSecret)
-	var repo, chart string
+	var baseRepo string
 	if spec.Helm != nil {
-		repo, chart = spec.Helm.Repo, spec.Helm.Chart
+		baseRepo = spec.Helm.Repo
 	}
-	if err := matchAny("spec.helm.repo", RedactURL(repo), repo, "helmOp.allowedHelmRepoPatterns", s.helmRepos); err != nil {
+	if err := s.checkHelmSource("spec.helm", spec.Helm, ""); err != nil {
 		return g, err
 	}
-	if err := matchAny("spec.helm.chart", RedactURL(chart), chart, "helmOp.allowedChartPatterns", s.helmCharts); err != nil {
-		return g, err
+	for i := range spec.Targets {
+		if err := s.checkHelmSource(fmt.Sprintf("spec.targets[%d].helm", i), spec.Targets[i].Helm, baseRepo); err != nil {
+			return g, err
+		}
 	}
 	if err := checkSecret(s, "helmSecretName", g.SecretName, s.helmDefaultSecret, "helmOp.allowedHelmSecretNames", s.helmSecrets); err != nil {
 		return g, err
 	}
 	return g, s.CheckServiceAccount(g.ServiceAccount)
+}
+
+// checkHelmSource checks the chart source h names (at field) against the
+// helmOp patterns. Without a repo (its own, or for a target the HelmOp's,
+// baseRepo) the chart itself is the source (an oci://, https:// or git::
+// URL, or a shorthand: a HelmOp has no files of its own), so it must match
+// allowedHelmRepoPatterns too; otherwise the namespace's helm Secret would
+// reach any host a chart names, which Rancher Fleet does not prevent.
+func (s *PolicySet) checkHelmSource(field string, h *fleet.HelmOptions, baseRepo string) error {
+	if h == nil {
+		return nil
+	}
+	if err := matchAny(field+".repo", RedactURL(h.Repo), h.Repo, "helmOp.allowedHelmRepoPatterns", s.helmRepos); err != nil {
+		return err
+	}
+	if h.Repo == "" && baseRepo == "" {
+		if err := matchAny(field+".chart (its source, without a repo)", RedactURL(h.Chart), h.Chart, "helmOp.allowedHelmRepoPatterns", s.helmRepos); err != nil {
+			return err
+		}
+	}
+	return matchAny(field+".chart", RedactURL(h.Chart), h.Chart, "helmOp.allowedChartPatterns", s.helmCharts)
 }
 
 // CheckServiceAccount checks the top-level rules every object follows
@@ -241,10 +265,10 @@ func matchAny(field, shown, value, listField string, patterns []pattern) error {
 	return refuse("%s %q is not allowed by Policy %s: it matches none of %s %q", field, shown, strings.Join(policies, ", "), listField, exprs)
 }
 
-// userInfo matches the user information of a URL with a scheme (up to the
-// last '@' before the path), whatever it holds: a password, or a token given
-// as the user name.
-var userInfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s]*@`)
+// userInfo matches the user information of a URL with a scheme, behind
+// go-getter's git:: prefix or not (up to the last '@' before the path),
+// whatever it holds: a password, or a token given as the user name.
+var userInfo = regexp.MustCompile(`^((?:git::)?[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s]*@`)
 
 // RedactURL masks the user information of a URL so that a refusal can say
 // which URL it refused without quoting credentials written into it.

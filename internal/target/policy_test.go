@@ -198,6 +198,46 @@ func TestAuthorizeHelmOpByPolicy(t *testing.T) {
 		{name: "defaults", policies: helm(fleet.HelmOpPolicy{DefaultServiceAccount: "tenant", DefaultHelmSecretName: "creds", AllowedHelmSecretNames: []string{"x"}}),
 			spec: spec("https://r", "app", "", ""), want: Granted{ServiceAccount: "tenant", SecretName: "creds"}},
 		{name: "no helm section: empty values allowed", policies: []fleet.Policy{policy("p", nil)}, spec: fleet.HelmOpSpec{}},
+		// Without a repo the chart is the source: it must match the repo
+		// patterns, or the default Secret would reach any host.
+		{name: "chart URL without repo must match the repo patterns", policies: helm(fleet.HelmOpPolicy{
+			AllowedHelmRepoPatterns: []string{`https://charts\.corp\.com/.*`}, DefaultHelmSecretName: "corp"}),
+			spec: spec("", "oci://attacker.example/x", "", ""), refused: []string{"spec.helm.chart (its source, without a repo)", "helmOp.allowedHelmRepoPatterns"}},
+		{name: "git chart without repo, redacted", policies: helm(fleet.HelmOpPolicy{AllowedHelmRepoPatterns: []string{`https://charts\.corp\.com/.*`}}),
+			spec: spec("", "git::https://user:tok-999@github.com/o/r", "", ""), refused: []string{"git::https://***@github.com/o/r"}, hidden: "tok-999"},
+		{name: "chart URL without repo allowed by the repo patterns", policies: helm(fleet.HelmOpPolicy{AllowedHelmRepoPatterns: []string{`oci://reg\.corp\.com/.*`}}),
+			spec: spec("", "oci://reg.corp.com/charts/web", "", "")},
+		// A target's own chart is downloaded too.
+		{name: "target chart refused", policies: helm(fleet.HelmOpPolicy{AllowedChartPatterns: []string{"web-.*"},
+			AllowedHelmRepoPatterns: []string{`https://charts\.corp\.com/.*`}}),
+			spec: func() fleet.HelmOpSpec {
+				s := spec("https://charts.corp.com/stable", "web-app", "", "")
+				s.Targets = []fleet.BundleTarget{{Name: "all", BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+					Helm: &fleet.HelmOptions{Repo: "https://other.example/charts", Chart: "evil"}}}}
+				return s
+			}(), refused: []string{"spec.targets[0].helm.repo", "helmOp.allowedHelmRepoPatterns"}},
+		{name: "target chart name refused", policies: helm(fleet.HelmOpPolicy{AllowedChartPatterns: []string{"web-.*"}}),
+			spec: func() fleet.HelmOpSpec {
+				s := spec("https://charts.corp.com/stable", "web-app", "", "")
+				s.Targets = []fleet.BundleTarget{{Name: "all", BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+					Helm: &fleet.HelmOptions{Chart: "evil"}}}}
+				return s
+			}(), refused: []string{`spec.targets[0].helm.chart "evil"`, "helmOp.allowedChartPatterns"}},
+		{name: "target chart name from the HelmOp's repo", policies: helm(fleet.HelmOpPolicy{AllowedChartPatterns: []string{"web-.*"},
+			AllowedHelmRepoPatterns: []string{`https://charts\.corp\.com/.*`}}),
+			spec: func() fleet.HelmOpSpec {
+				s := spec("https://charts.corp.com/stable", "web-app", "", "")
+				s.Targets = []fleet.BundleTarget{{Name: "all", BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+					Helm: &fleet.HelmOptions{Chart: "web-db"}}}}
+				return s
+			}()},
+		{name: "target chart URL without any repo", policies: helm(fleet.HelmOpPolicy{AllowedHelmRepoPatterns: []string{`oci://reg\.corp\.com/.*`}}),
+			spec: func() fleet.HelmOpSpec {
+				s := spec("", "oci://reg.corp.com/web", "", "")
+				s.Targets = []fleet.BundleTarget{{Name: "all", BundleDeploymentOptions: fleet.BundleDeploymentOptions{
+					Helm: &fleet.HelmOptions{Chart: "oci://evil.example/web"}}}}
+				return s
+			}(), refused: []string{"spec.targets[0].helm.chart (its source, without a repo)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -230,6 +270,7 @@ func TestRedactURL(t *testing.T) {
 		"git@github.com:a/b.git":            "git@github.com:a/b.git",
 		"ssh://git@github.com/a/b":          "ssh://***@github.com/a/b",
 		"oci://tok@reg.example.com/c?x=y@z": "oci://***@reg.example.com/c?x=y@z",
+		"git::https://u:tok@github.com/o/r": "git::https://***@github.com/o/r",
 	}
 	for in, want := range cases {
 		if got := RedactURL(in); got != want {

@@ -98,6 +98,9 @@ type Reconciler struct {
 	// not persisted: after a restart a change made meanwhile waits for the
 	// next commit or spec change.
 	granted map[types.NamespacedName][2]string
+	// grantTried is the grant of the last attempt, so that a new one skips
+	// the timer once, not at every wake-up while its sync fails.
+	grantTried map[types.NamespacedName][2]string
 	// webhooks is the webhook mark last polled for, per GitRepo.
 	webhooks map[types.NamespacedName]webhookMark
 	// unwritten holds what a poll and sync learnt whose status write
@@ -109,16 +112,17 @@ type Reconciler struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	opts.defaults()
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("fleet-gitops"),
-		Opts:      opts,
-		triggers:  make(chan event.TypedGenericEvent[*fleet.GitRepo], 128),
-		last:      map[types.NamespacedName]syncOutcome{},
-		attempted: map[types.NamespacedName][2]int64{},
-		granted:   map[types.NamespacedName][2]string{},
-		webhooks:  map[types.NamespacedName]webhookMark{},
-		unwritten: map[types.NamespacedName]syncedFields{},
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("fleet-gitops"),
+		Opts:       opts,
+		triggers:   make(chan event.TypedGenericEvent[*fleet.GitRepo], 128),
+		last:       map[types.NamespacedName]syncOutcome{},
+		attempted:  map[types.NamespacedName][2]int64{},
+		granted:    map[types.NamespacedName][2]string{},
+		grantTried: map[types.NamespacedName][2]string{},
+		webhooks:   map[types.NamespacedName]webhookMark{},
+		unwritten:  map[types.NamespacedName]syncedFields{},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -230,6 +234,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.last, key)
 	delete(r.attempted, key)
 	delete(r.granted, key)
+	delete(r.grantTried, key)
 	delete(r.webhooks, key)
 	delete(r.unwritten, key)
 }

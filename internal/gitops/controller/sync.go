@@ -50,11 +50,15 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	wasRefused := seen && last.SyncReason == ReasonRestricted
 	// A default of the restrictions or Policies changed since the last
 	// sync: the Bundles are built again at once, with the new one.
+	// It bypasses the timer once per new grant (grantTried): while the
+	// rebuild keeps failing, the usual backoff applies, and each due poll
+	// still rebuilds (retrySync) until one succeeds.
 	grant := [2]string{authorized.Spec.ServiceAccount, authorized.Spec.ClientSecretName}
 	r.mu.Lock()
 	prevGrant, synced := r.granted[key]
-	r.mu.Unlock()
 	grantChanged := synced && prevGrant != grant
+	grantNew := grantChanged && r.grantTried[key] != grant
+	r.mu.Unlock()
 
 	due, wait := r.Opts.Tracker.Due(key)
 	webhookNew := r.webhookPending(repo)
@@ -63,7 +67,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 		due = false
 		wait = 0
 	}
-	if !due && !specNew && !webhookNew && !wasRefused && !grantChanged && seen {
+	if !due && !specNew && !webhookNew && !wasRefused && !grantNew && seen {
 		last.PollingDisabled = repo.Spec.DisablePolling
 		return last, wait
 	}
@@ -71,6 +75,7 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	out := syncOutcome{PollingDisabled: repo.Spec.DisablePolling}
 	r.mu.Lock()
 	r.attempted[key] = stamp
+	r.grantTried[key] = grant
 	r.mu.Unlock()
 
 	retrySync := (seen && last.SyncErr != nil) || grantChanged

@@ -96,13 +96,16 @@ const (
 )
 
 // TestAllowUnsigned: unsigned webhooks are refused by default. With
-// AllowUnsigned (--webhook-allow-unsigned), a push for a provider that has
-// no key in the shared Secret marks its GitRepo, signed or not, and that
-// is logged once per provider; a provider with a key still needs a valid
-// signature, and so does a GitRepo with its own webhookSecret.
+// AllowUnsigned (--webhook-allow-unsigned) and a shared Secret without any
+// key, as Rancher Fleet takes them, a push marks its GitRepo, signed or
+// not, and that is logged once per provider. Once the shared Secret has a
+// key for any provider, nothing is taken unsigned (a forged push claiming
+// another provider included), and a GitRepo with its own webhookSecret
+// always needs a valid signature.
 func TestAllowUnsigned(t *testing.T) {
-	// The shared Secret has a GitLab key only: GitHub has none.
-	system := webhookSecret(t, map[string][]byte{string(payload.GitLab): []byte("gitlab-token")})
+	// The shared Secret exists without keys; the other has a GitLab key.
+	system := webhookSecret(t, map[string][]byte{})
+	keyed := webhookSecret(t, map[string][]byte{string(payload.GitLab): []byte("gitlab-token")})
 	ns := newNamespace(t, "unsigned")
 	url := "https://git.example.com/unsigned/app.git"
 	createRepo(t, ns, "app", fleet.GitRepoSpec{Repo: url, Branch: "main"})
@@ -144,15 +147,20 @@ func TestAllowUnsigned(t *testing.T) {
 		t.Fatalf("two unverified GitHub pushes logged %d times, want once:\n%s", n, strings.Join(logs.lines, "\n"))
 	}
 
-	// GitLab has a key: unsigned and wrongly signed pushes are still
-	// refused, and mark nothing.
+	// A shared Secret with a GitLab key: an unsigned push claiming
+	// GitHub, which has no key, is refused too; GitLab's unsigned and
+	// wrongly signed pushes are refused; nothing is marked.
+	hk, _ := markingHandler(t, keyed, true)
+	if code, _ := send(hk, http.MethodPost, hdr.Clone(), body, nil); code != http.StatusUnauthorized {
+		t.Fatalf("unsigned GitHub push while the shared Secret has a key: %d, want 401", code)
+	}
 	glHdr, glBody := webhooktest.Push(payload.GitLab, url, commit3)
-	if code, _ := send(h, http.MethodPost, glHdr.Clone(), glBody, nil); code != http.StatusUnauthorized {
+	if code, _ := send(hk, http.MethodPost, glHdr.Clone(), glBody, nil); code != http.StatusUnauthorized {
 		t.Fatalf("unsigned push for a provider with a key: %d, want 401", code)
 	}
 	wrong := glHdr.Clone()
 	webhooktest.Sign(payload.GitLab, wrong, glBody, "not-the-token")
-	if code, _ := send(h, http.MethodPost, wrong, glBody, nil); code != http.StatusForbidden {
+	if code, _ := send(hk, http.MethodPost, wrong, glBody, nil); code != http.StatusForbidden {
 		t.Fatalf("wrongly signed push for a provider with a key: %d, want 403", code)
 	}
 	if got := mark(t, ns, "app"); got != commit2 {
@@ -160,7 +168,7 @@ func TestAllowUnsigned(t *testing.T) {
 	}
 	right := glHdr.Clone()
 	webhooktest.Sign(payload.GitLab, right, glBody, "gitlab-token")
-	if code, _ := send(h, http.MethodPost, right, glBody, nil); code != http.StatusOK {
+	if code, _ := send(hk, http.MethodPost, right, glBody, nil); code != http.StatusOK {
 		t.Fatalf("signed GitLab push: %d", code)
 	}
 	if got := mark(t, ns, "app"); got != commit3 {

@@ -34,10 +34,11 @@ const DefaultSecretName = "gitjob-webhook"
 // smaller. Unsigned requests are refused before their body is read.
 const MaxBodyBytes = 25 << 20
 
-// MaxConcurrentBodies bounds the request bodies the receiver reads at
-// once, so that many large (or slow) requests cannot hold more than
-// MaxConcurrentBodies × MaxBodyBytes of memory; the server's read timeout
-// frees a slot held by a slow sender.
+// MaxConcurrentBodies bounds the requests the receiver handles at once
+// past their headers (each holds its body until it is answered), so that
+// many large (or slow) requests cannot hold more than MaxConcurrentBodies ×
+// MaxBodyBytes of memory; the server's read timeout frees a slot held by a
+// slow sender, the handler's 30 s deadline one held by a slow API server.
 const MaxConcurrentBodies = 8
 
 // DefaultBusyWait is how long a request waits for a body slot before it is
@@ -72,12 +73,12 @@ type Handler struct {
 	// most this old (default DefaultListInterval). Requests it verifies
 	// list afresh.
 	ListInterval time.Duration
-	// AllowUnsigned takes webhooks for a provider that has no key in the
-	// shared webhook Secret without checking them, signed or not, as
-	// Rancher Fleet does (deprecated there): a migration aid, off by
-	// default, since anyone who can reach the receiver can then trigger
-	// polls. A provider with a key, and a GitRepo with its own
-	// webhookSecret, still need a valid signature. Such requests are
+	// AllowUnsigned takes webhooks without checking them, signed or not,
+	// while the shared webhook Secret holds no key, as Rancher Fleet does
+	// (deprecated there): a migration aid, off by default, since anyone
+	// who can reach the receiver can then trigger polls. Once the Secret
+	// holds any key, and for a GitRepo with its own webhookSecret, a valid
+	// signature is needed. Such requests are
 	// matched against the recent GitRepo list (ListInterval), like any
 	// other unverified request.
 	AllowUnsigned bool
@@ -147,8 +148,10 @@ func (h *Handler) handle(ctx context.Context, r *http.Request) result {
 	if !ok {
 		return result{status: http.StatusServiceUnavailable, msg: "too many webhook requests at once; try again later"}
 	}
+	// The slot is held until the request is answered, since the body
+	// stays in memory until then (Secret read, parsing, the GitRepo list).
+	defer release()
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	release()
 	if err != nil {
 		return result{status: http.StatusBadRequest, msg: "reading body failed"}
 	}
@@ -228,12 +231,16 @@ const (
 	ownSecret
 )
 
-// verify checks the request against secrets. With AllowUnsigned, a
-// provider that has no key in the shared Secret is taken unchecked (and
-// logged, at most once per UnsignedLogInterval and provider).
+// verify checks the request against secrets. With AllowUnsigned and a
+// shared Secret that holds no key at all (or does not exist), as Rancher
+// Fleet takes them, a request is taken unchecked (and logged, at most once
+// per UnsignedLogInterval and provider). Once any provider has a key,
+// nothing is taken unsigned: the provider is whatever the request's
+// headers claim, so an unsigned "Gogs" push could otherwise trigger the
+// GitRepos of a signed GitHub repository.
 func (h *Handler) verify(ctx context.Context, p payload.Provider, r *http.Request, body []byte, secrets payload.Secrets, source secretSource) error {
 	err := payload.Verify(p, r, body, secrets)
-	if !errors.Is(err, payload.ErrNoSecret) || !h.AllowUnsigned || source != sharedSecret {
+	if !errors.Is(err, payload.ErrNoSecret) || !h.AllowUnsigned || source != sharedSecret || hasKey(secrets) {
 		return err
 	}
 	h.unsignedMu.Lock()
@@ -248,10 +255,20 @@ func (h *Handler) verify(ctx context.Context, p payload.Provider, r *http.Reques
 	}
 	h.unsignedMu.Unlock()
 	if due {
-		ctrl.LoggerFrom(ctx).Info("taking unverified webhooks: no key for this provider in the webhook Secret and --webhook-allow-unsigned is set; add the key to have them checked",
+		ctrl.LoggerFrom(ctx).Info("taking unverified webhooks: the webhook Secret holds no key and --webhook-allow-unsigned is set; add the keys to have them checked",
 			"provider", string(p), "secret", h.SystemNamespace+"/"+DefaultSecretName, "remote", r.RemoteAddr, "logAgainAfter", UnsignedLogInterval.String())
 	}
 	return nil
+}
+
+// hasKey says whether secrets hold any non-empty key.
+func hasKey(secrets payload.Secrets) bool {
+	for _, v := range secrets {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func refuse(err error) result {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/go-playground/webhooks/v6/azuredevops"
@@ -392,8 +393,16 @@ func Parse(p Provider, h http.Header, body []byte) (*Push, error) {
 	if len(push.RepoURLs) == 0 {
 		return nil, fmt.Errorf("%w: no repository URL", ErrBadPayload)
 	}
+	// The commit ends up in the GitRepo (annotation, status.webhookCommit):
+	// only a git object name is taken, never whatever a sender wrote.
+	if push.Commit != "" && !commitRE.MatchString(push.Commit) {
+		return nil, fmt.Errorf("%w: the commit is not a git object name (7 to 64 hex digits)", ErrBadPayload)
+	}
 	return push, nil
 }
+
+// commitRE is a git object name: SHA-1 or SHA-256, full or abbreviated.
+var commitRE = regexp.MustCompile(`^[0-9a-fA-F]{7,64}$`)
 
 func decode(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fleetgo/fleet/internal/gitops/webhook/payload"
@@ -163,4 +164,27 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = payload.NormalizeURL(body)
 	})
+}
+
+// TestCommitMustBeObjectName: the commit a push names is written into the
+// GitRepo, so every provider's parser takes only a git object name (7 to 64
+// hex digits) and refuses anything else as a bad payload.
+func TestCommitMustBeObjectName(t *testing.T) {
+	for _, p := range webhooktest.Providers {
+		for _, c := range []string{"0123456789abcdef0123456789abcdef01234567", "abc1234", strings.Repeat("a", 64)} {
+			h, body := webhooktest.Push(p, "https://git.example.com/example/fleet-apps.git", c)
+			if push, err := payload.Parse(p, h, body); err != nil || push.Commit != c {
+				t.Errorf("%s: commit %q: %v", p, c, err)
+			}
+		}
+		for _, c := range []string{"main", "abc12", strings.Repeat("a", 65), "0123456789abcdef0123456789abcdef0123456z", strings.Repeat("f", 100000)} {
+			h, body := webhooktest.Push(p, "https://git.example.com/example/fleet-apps.git", c)
+			_, err := payload.Parse(p, h, body)
+			if !errors.Is(err, payload.ErrBadPayload) {
+				t.Errorf("%s: commit of %d characters %.12q: %v, want a bad payload", p, len(c), c, err)
+			} else if strings.Contains(err.Error(), c) {
+				t.Errorf("%s: the error quotes the commit: %v", p, err)
+			}
+		}
+	}
 }
