@@ -194,21 +194,15 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	kubeclient.LimitInFlight(cfg, opts.MaxInFlight)
-	if !opts.DisableHelmOps {
-		served, err := helmOpsServed(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if !served {
-			ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
-			opts.DisableHelmOps = true
-		}
-	}
-	served, err := policiesServed(cfg)
+	served, err := servedKinds(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if !served {
+	if !opts.DisableHelmOps && !servesKind(served, "HelmOp") {
+		ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
+		opts.DisableHelmOps = true
+	}
+	if !servesKind(served, "Policy") {
 		ctrl.Log.WithName("policy").Info("the Policy CRD is not installed: Policies are not enforced until the manager restarts after the fleet-crd chart is upgraded")
 		opts.noPolicies = true
 	}
