@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 )
 
 // Reasons of the Imported condition.
@@ -397,7 +398,7 @@ func (r *ClusterReconciler) currentOverride(ctx context.Context, cluster *fleet.
 	}
 	key := client.ObjectKey{Namespace: ns, Name: cluster.Spec.KubeConfigSecret}
 	rv := "0"
-	if seen := secretMetadata(); r.Client.Get(ctx, key, seen) == nil && seen.ResourceVersion != "" {
+	if seen := kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret")); r.Client.Get(ctx, key, seen) == nil && seen.ResourceVersion != "" {
 		rv = seen.ResourceVersion
 	}
 	s := &corev1.Secret{}
@@ -436,16 +437,6 @@ func indexKubeconfigSecret(o client.Object) []string {
 	return []string{kubeconfigSecretKey(kubeconfigSecretNamespace(c), c.Spec.KubeConfigSecret)}
 }
 
-// secretMetadata is a Secret without its data: the manager caches Secrets
-// only so, never their payloads (memory at thousands of clusters, and
-// credentials in the process's heap). The Bundle controller watches the
-// same, so both share one informer.
-func secretMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
-}
-
 // watchKubeconfigSecrets indexes Clusters by their kubeconfig Secret and
 // returns what the Cluster controller watches for a change of one: the
 // Secret's metadata and kubeconfigSecretHandler.
@@ -453,7 +444,7 @@ func (r *ClusterReconciler) watchKubeconfigSecrets(mgr ctrl.Manager) (*metav1.Pa
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleet.Cluster{}, kubeconfigSecretIndex, indexKubeconfigSecret); err != nil {
 		return nil, nil, fmt.Errorf("indexing clusters by kubeconfig secret: %w", err)
 	}
-	return secretMetadata(), r.kubeconfigSecretHandler(), nil
+	return kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret")), r.kubeconfigSecretHandler(), nil
 }
 
 // kubeconfigSecretHandler wakes the Clusters that import from a Secret

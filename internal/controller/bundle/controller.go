@@ -30,6 +30,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -144,13 +145,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Opts.ShardID != "" {
 		bundlePreds = predicate.And[client.Object](bundlePreds, shardPredicate(r.Opts.ShardID))
 	}
-	content := &metav1.PartialObjectMetadata{}
-	content.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
+	content := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Content"))
 	// downstreamResources sources: metadata only (payloads are read with
 	// a GET when a bundle that copies them reconciles).
-	secret, configMap := &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	configMap.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	secret := kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret"))
+	configMap := kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bundle").
 		For(&fleet.Bundle{}, builder.WithPredicates(bundlePreds)).

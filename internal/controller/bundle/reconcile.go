@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/manifest"
 	"github.com/fleetgo/fleet/internal/target"
 )
@@ -110,8 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 // shard to adopt; deleting them would make every agent uninstall the
 // workload and install it again.
 func (r *Reconciler) movedToOtherShard(ctx context.Context, key types.NamespacedName) (bool, error) {
-	live := &metav1.PartialObjectMetadata{}
-	live.SetGroupVersionKind(fleet.GroupVersion.WithKind("Bundle"))
+	live := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Bundle"))
 	if err := r.APIReader.Get(ctx, key, live); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -476,8 +476,7 @@ func (r *Reconciler) existingDeployments(ctx context.Context, b *fleet.Bundle) (
 // ensureContent creates the Content named manifestID unless the cache
 // (metadata only: payloads are not cached) already has it.
 func (r *Reconciler) ensureContent(ctx context.Context, m *manifest.Manifest, id, sum string) error {
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
+	meta := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Content"))
 	err := r.Get(ctx, types.NamespacedName{Name: id}, meta)
 	if err == nil && meta.DeletionTimestamp == nil {
 		return nil

@@ -18,6 +18,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/apply"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -163,8 +164,7 @@ func (r *Reconciler) bundleWithValues(ctx context.Context, b *fleet.Bundle) (*fl
 	var last *valuesEntry
 	if e, ok := r.values.Load(key); ok {
 		last = e.(*valuesEntry)
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		m := kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret"))
 		err := r.Get(ctx, key, m)
 		switch {
 		case err == nil && m.UID == last.uid && last.hash == b.Spec.ValuesHash:
@@ -239,8 +239,7 @@ func (r *Reconciler) valuesRetryAfter(key client.ObjectKey) time.Duration {
 // name meanwhile takes the Secret over (a new owner, a new
 // resourceVersion), which the delete's preconditions respect.
 func (r *Reconciler) deleteValuesSecret(ctx context.Context, key client.ObjectKey, owner types.UID) error {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	m := kubeclient.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := r.APIReader.Get(ctx, key, m); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -257,8 +256,7 @@ func (r *Reconciler) deleteValuesSecret(ctx context.Context, key client.ObjectKe
 			return nil
 		}
 	} else {
-		live := &metav1.PartialObjectMetadata{}
-		live.SetGroupVersionKind(fleet.GroupVersion.WithKind("Bundle"))
+		live := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Bundle"))
 		err := r.APIReader.Get(ctx, key, live)
 		if err == nil && live.UID == ref.UID {
 			return nil

@@ -29,6 +29,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/bundle"
+	"github.com/fleetgo/fleet/internal/kubeclient"
 )
 
 // Options configure the Content controllers.
@@ -149,8 +150,7 @@ func (r *ContentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile updates status.referenceCount and deletes a Content nothing has
 // referenced for PurgeGrace.
 func (r *ContentReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Result, error) {
-	c := &metav1.PartialObjectMetadata{}
-	c.SetGroupVersionKind(fleet.GroupVersion.WithKind("Content"))
+	c := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Content"))
 	if err := r.Get(ctx, rq.NamespacedName, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Delete(rq.Name)
