@@ -1,6 +1,6 @@
 // Package oldcrds starts the manager against a manager cluster whose CRDs
-// predate HelmOps (the manager chart upgraded before the fleet-crd chart):
-// it must run everything else rather than fail to start.
+// predate HelmOps and Policies (the manager chart upgraded before the
+// fleet-crd chart): it must run everything else rather than fail to start.
 package oldcrds
 
 import (
@@ -40,30 +40,34 @@ func TestManagerRunsWithoutTheHelmOpCRD(t *testing.T) {
 	defer cancel()
 	c := upstream.Client
 
-	// Take the HelmOp CRD away and wait until discovery no longer serves it.
-	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "helmops." + fleet.GroupVersion.Group}}
-	if err := c.Delete(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
+	// Take the HelmOp and Policy CRDs away and wait until discovery no
+	// longer serves them: the GitRepo, HelmOp and Bundle controllers all
+	// watch Policies when they exist.
 	dc, err := discovery.NewDiscoveryClientForConfig(upstream.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleettest.Eventually(t, 60*time.Second, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("crd still there: %v", err)
+	for kind, plural := range map[string]string{"HelmOp": "helmops", "Policy": "policies"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + "." + fleet.GroupVersion.Group}}
+		if err := c.Delete(ctx, crd); err != nil {
+			t.Fatal(err)
 		}
-		list, err := dc.ServerResourcesForGroupVersion(fleet.GroupVersion.String())
-		if err != nil {
-			return err
-		}
-		for _, r := range list.APIResources {
-			if r.Kind == "HelmOp" {
-				return fmt.Errorf("HelmOp still served")
+		fleettest.Eventually(t, 60*time.Second, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("crd still there: %v", err)
 			}
-		}
-		return nil
-	})
+			list, err := dc.ServerResourcesForGroupVersion(fleet.GroupVersion.String())
+			if err != nil {
+				return err
+			}
+			for _, r := range list.APIResources {
+				if r.Kind == kind {
+					return fmt.Errorf("%s still served", kind)
+				}
+			}
+			return nil
+		})
+	}
 
 	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
