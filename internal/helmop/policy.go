@@ -3,14 +3,13 @@ package helmop
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -30,15 +29,11 @@ func (r *Reconciler) authorize(ctx context.Context, op *fleet.HelmOp) (*fleet.He
 	if r.Opts.NoPolicies {
 		return op, nil
 	}
-	var list fleet.PolicyList
-	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace)); err != nil {
-		if meta.IsNoMatchError(err) {
-			// CRDs that predate Policies: there are none.
-			return op, nil
-		}
-		return nil, fmt.Errorf("reading Policies: %w", err)
+	policies, err := policy.Read(ctx, r.Client, op.Namespace)
+	if err != nil {
+		return nil, err
 	}
-	granted, err := target.CombinePolicies(list.Items).AuthorizeHelmOp(&op.Spec)
+	granted, err := policies.AuthorizeHelmOp(&op.Spec)
 	if err != nil {
 		return nil, &inputError{err}
 	}

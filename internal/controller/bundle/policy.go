@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
+	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -19,7 +19,7 @@ import (
 // every target gets createNamespace=false, whatever the Bundle or its
 // customizations say.
 func computeTargets(ctx context.Context, r client.Reader, in target.Input) ([]*target.Target, error) {
-	policies, err := readPolicies(ctx, r, in.Bundle.Namespace)
+	policies, err := policy.Read(ctx, r, in.Bundle.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -45,22 +45,6 @@ func (r *Reconciler) policyReader() client.Reader {
 		return nil
 	}
 	return r.Client
-}
-
-// readPolicies combines the Policies of a namespace; none when the API
-// server does not serve Policies (CRDs that predate them).
-func readPolicies(ctx context.Context, r client.Reader, ns string) (*target.PolicySet, error) {
-	if r == nil {
-		return target.CombinePolicies(nil), nil
-	}
-	var list fleet.PolicyList
-	if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return target.CombinePolicies(nil), nil
-		}
-		return nil, fmt.Errorf("reading Policies: %w", err)
-	}
-	return target.CombinePolicies(list.Items), nil
 }
 
 // authorizeBundle checks the Bundle's service accounts as Rancher Fleet's

@@ -8,12 +8,12 @@ import (
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -55,7 +55,7 @@ func (r *Reconciler) authorize(ctx context.Context, repo *fleet.GitRepo) (*fleet
 	}
 	policies := target.CombinePolicies(nil)
 	if !r.Opts.NoPolicies {
-		if policies, err = readPolicies(ctx, r.Client, repo.Namespace); err != nil {
+		if policies, err = policy.Read(ctx, r.Client, repo.Namespace); err != nil {
 			return nil, err
 		}
 	}
@@ -123,19 +123,6 @@ func restrictionsDefaultSA(list []fleet.GitRepoRestriction) string {
 		}
 	}
 	return ""
-}
-
-// readPolicies combines the Policies of a namespace. A cluster whose CRDs
-// predate Policies has none (as in Rancher Fleet).
-func readPolicies(ctx context.Context, c client.Reader, ns string) (*target.PolicySet, error) {
-	var list fleet.PolicyList
-	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return target.CombinePolicies(nil), nil
-		}
-		return nil, fmt.Errorf("reading Policies: %w", err)
-	}
-	return target.CombinePolicies(list.Items), nil
 }
 
 func isRestricted(err error) bool {
