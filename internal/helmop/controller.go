@@ -35,6 +35,7 @@ import (
 	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/finalizer"
 	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/policy"
 )
 
 // Finalizer makes deleting a HelmOp delete its Bundle first.
@@ -55,10 +56,11 @@ type Options struct {
 	// ConfigMap verifies the SSH servers of git:: charts whose helm Secret
 	// has no known_hosts, as for GitRepos. Empty: no such fallback.
 	SystemNamespace string
-	// NoPolicies: the API server does not serve Policies (CRDs that
-	// predate them), so they are neither watched nor read; a watch on an
-	// unknown kind would stop the manager from starting.
-	NoPolicies bool
+	// Policies tells whether the API server serves Policies yet (CRDs
+	// that predate them): until it does they are neither watched nor
+	// read, since a watch on an unknown kind would stop the manager from
+	// starting. Nil: served.
+	Policies *policy.Gate
 }
 
 func (o *Options) defaults() {
@@ -116,12 +118,12 @@ func Setup(_ context.Context, mgr ctrl.Manager, opts Options) (*Reconciler, erro
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() }},
 		))).
 		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.HelmOpLabel)))
-	if !opts.NoPolicies {
-		b = b.Watches(&fleet.Policy{}, r.policyHandler())
+	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Build(r)
+	if err != nil {
+		return nil, err
 	}
-	return r, b.
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(r)
+	return r, policy.Watch(mgr, opts.Policies, c, r.policyHandler())
 }
 
 // Reconcile runs: fetch → deletion → finalizer → build when due → status.

@@ -26,7 +26,7 @@ const ReasonRestricted = "PolicyViolation"
 // user's spec is never changed. A refusal is an *inputError wrapping a
 // *target.PolicyError (see isRefused); other errors are transient.
 func (r *Reconciler) authorize(ctx context.Context, op *fleet.HelmOp) (*fleet.HelmOp, error) {
-	if r.Opts.NoPolicies {
+	if !r.Opts.Policies.Served() {
 		return op, nil
 	}
 	policies, err := policy.Read(ctx, r.Client, op.Namespace)

@@ -31,7 +31,7 @@ func setupGitOps(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WebhookAddr:          opts.WebhookAddr,
 		WebhookAllowUnsigned: opts.WebhookAllowUnsigned,
 		CheckoutLimits:       opts.GitLimits,
-		NoPolicies:           opts.noPolicies,
+		Policies:             opts.policies,
 	})
 	return err
 }

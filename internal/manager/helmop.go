@@ -20,6 +20,6 @@ func setupHelmOp(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return nil
 	}
 	git.SetInsecureSkipHostKeyChecks(opts.InsecureSkipHostKeyChecks)
-	_, err := helmop.Setup(ctx, mgr, helmop.Options{SystemNamespace: opts.SystemNamespace, NoPolicies: opts.noPolicies})
+	_, err := helmop.Setup(ctx, mgr, helmop.Options{SystemNamespace: opts.SystemNamespace, Policies: opts.policies})
 	return err
 }

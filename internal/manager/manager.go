@@ -24,6 +24,7 @@ import (
 	"github.com/fleetgo/fleet/internal/controller/clusterstatus"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
+	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/registration"
 	"github.com/fleetgo/fleet/internal/scheme"
 )
@@ -58,9 +59,9 @@ type Options struct {
 	// DisableHelmOps leaves the HelmOp controller out (chart value
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
-	// noPolicies: the API server does not serve Policies (set by New), so
-	// the controllers neither watch nor read them.
-	noPolicies bool
+	// policies tells the controllers whether the API server serves
+	// Policies yet (set by New; see policy.Gate).
+	policies *policy.Gate
 	// DisableGitOps leaves the GitRepo controller and its webhook receiver
 	// out (chart value gitops.enabled=false, as Rancher without gitjob):
 	// GitRepos are then left exactly as they are (their Bundles are still
@@ -198,13 +199,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	if !opts.DisableHelmOps && !servesKind(served, "HelmOp") {
+	helmOpsMissing := !opts.DisableHelmOps && !servesKind(served, "HelmOp")
+	if helmOpsMissing {
 		ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
 		opts.DisableHelmOps = true
 	}
-	if !servesKind(served, "Policy") {
-		ctrl.Log.WithName("policy").Info("the Policy CRD is not installed: Policies are not enforced until the manager restarts after the fleet-crd chart is upgraded")
-		opts.noPolicies = true
+	opts.policies = policy.NewGate(servesKind(served, "Policy"))
+	if !opts.policies.Served() {
+		ctrl.Log.WithName("policy").Info("the Policy CRD is not installed: Policies are enforced once the fleet-crd chart is upgraded (checked every " + servedRecheck.String() + ")")
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
@@ -259,6 +261,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if err := creds.Setup(ctx, mgr, registrationOptions(opts)); err != nil {
 			return nil, fmt.Errorf("credential hand-over: %w", err)
 		}
+	}
+	if err := mgr.Add(&servedKindsPoller{cfg: cfg, policies: opts.policies, helmOpsMissing: helmOpsMissing}); err != nil {
+		return nil, err
 	}
 	for _, c := range components {
 		if c.Unsharded && opts.ShardID != "" {

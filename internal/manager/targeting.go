@@ -15,7 +15,7 @@ import (
 func setupTargeting(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return bundle.Setup(ctx, mgr, bundle.Options{
 		Workers: opts.Workers, ShardID: opts.ShardID, ContentRBAC: opts.ContentRBAC(), Published: opts.ContentAPI.Published,
-		NoPolicies: opts.noPolicies,
+		Policies: opts.policies,
 	})
 }
 

@@ -1,17 +1,20 @@
 // Package oldcrds starts the manager against a manager cluster whose CRDs
 // predate HelmOps and Policies (the manager chart upgraded before the
-// fleet-crd chart): it must run everything else rather than fail to start.
+// fleet-crd chart): it must run everything else rather than fail to start,
+// and enforce Policies as soon as their CRD is installed, without a restart.
 package oldcrds
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +38,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func TestManagerRunsWithoutTheHelmOpCRD(t *testing.T) {
+func TestManagerRunsWithOldCRDsAndEnforcesPoliciesOnceServed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := upstream.Client
@@ -47,8 +50,13 @@ func TestManagerRunsWithoutTheHelmOpCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	removed := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for kind, plural := range map[string]string{"HelmOp": "helmops", "Policy": "policies"} {
-		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + "." + fleet.GroupVersion.Group}}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: plural + "." + fleet.GroupVersion.Group}, crd); err != nil {
+			t.Fatal(err)
+		}
+		removed[kind] = crd.DeepCopy()
 		if err := c.Delete(ctx, crd); err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +109,34 @@ func TestManagerRunsWithoutTheHelmOpCRD(t *testing.T) {
 		}
 		if got.Status.ObservedGeneration != got.Generation {
 			return fmt.Errorf("bundle not processed: %+v", got.Status)
+		}
+		return nil
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("the manager stopped: %v", err)
+	default:
+	}
+
+	// The fleet-crd chart is upgraded while the manager runs: a Policy
+	// created then is enforced without a restart, and re-evaluates the
+	// Bundle processed before (no change to the Bundle itself).
+	crd := removed["Policy"]
+	crd.ObjectMeta = metav1.ObjectMeta{Name: crd.Name, Labels: crd.Labels, Annotations: crd.Annotations}
+	crd.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	if err := c.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	policy := &fleet.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.BootstrapNamespace, Name: "tenant"}, RequireServiceAccount: true}
+	fleettest.Eventually(t, 60*time.Second, func() error { return c.Create(ctx, policy) })
+	fleettest.Eventually(t, 90*time.Second, func() error {
+		got := &fleet.Bundle{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), got); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, fleet.ConditionStalled)
+		if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "Policy tenant requires one") {
+			return fmt.Errorf("the Bundle is not refused by the new Policy: %+v", cond)
 		}
 		return nil
 	})

@@ -31,6 +31,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/contentapi"
 	"github.com/fleetgo/fleet/internal/kubeclient"
+	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -64,10 +65,11 @@ type Options struct {
 	// reconciler writes, for the content API of the same process (see
 	// contentapi.Published).
 	Published *contentapi.Published
-	// NoPolicies: the API server does not serve Policies (CRDs that
-	// predate them), so they are neither watched nor read; a watch on an
-	// unknown kind would stop the manager from starting.
-	NoPolicies bool
+	// Policies tells whether the API server serves Policies yet (CRDs
+	// that predate them): until it does they are neither watched nor
+	// read, since a watch on an unknown kind would stop the manager from
+	// starting. Nil: served.
+	Policies *policy.Gate
 }
 
 func (o *Options) defaults() {
@@ -164,11 +166,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(secret, r.downstreamSourceHandler("secret")).
 		WatchesMetadata(configMap, r.downstreamSourceHandler("configmap")).
 		WatchesMetadata(secret, r.valuesSecretHandler())
-	if !r.Opts.NoPolicies {
-		b = b.Watches(&fleet.Policy{}, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() }))
+	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
+		Build(r)
+	if err != nil {
+		return err
 	}
-	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
-		Complete(r)
+	return policy.Watch(mgr, r.Opts.Policies, c, r.namespaceWideHandler(func(o client.Object) string { return o.GetNamespace() }))
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -38,10 +38,10 @@ func computeTargets(ctx context.Context, r client.Reader, in target.Input) ([]*t
 	return targets, nil
 }
 
-// policyReader is where the reconciler reads Policies from: nil when the
-// API server does not serve them (Options.NoPolicies).
+// policyReader is where the reconciler reads Policies from: nil while the
+// API server does not serve them (Options.Policies).
 func (r *Reconciler) policyReader() client.Reader {
-	if r.Opts.NoPolicies {
+	if !r.Opts.Policies.Served() {
 		return nil
 	}
 	return r.Client

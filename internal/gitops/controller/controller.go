@@ -30,6 +30,7 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
+	"github.com/fleetgo/fleet/internal/policy"
 )
 
 // Finalizer makes deleting a GitRepo delete its Bundles first (with
@@ -56,10 +57,11 @@ type Options struct {
 	BundleLimits   bundlereader.Limits
 	// Tracker schedules polls; a new one is made when nil.
 	Tracker *poll.Tracker
-	// NoPolicies: the API server does not serve Policies (CRDs that
-	// predate them), so they are neither watched nor read; a watch on an
-	// unknown kind would stop the manager from starting.
-	NoPolicies bool
+	// Policies tells whether the API server serves Policies yet (CRDs
+	// that predate them): until it does they are neither watched nor
+	// read, since a watch on an unknown kind would stop the manager from
+	// starting. Nil: served.
+	Policies *policy.Gate
 }
 
 func (o *Options) defaults() {
@@ -160,18 +162,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				!e.ObjectNew.GetDeletionTimestamp().IsZero()
 		}},
 	)
-	b := ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("gitrepo").
 		For(&fleet.GitRepo{}, builder.WithPredicates(repoPreds)).
 		Watches(&fleet.Bundle{}, handler.EnqueueRequestsFromMapFunc(apply.OwnerOf(fleet.RepoLabel))).
-		Watches(&fleet.GitRepoRestriction{}, r.restrictionHandler())
-	if !r.Opts.NoPolicies {
-		b = b.Watches(&fleet.Policy{}, r.restrictionHandler())
-	}
-	return b.
+		Watches(&fleet.GitRepoRestriction{}, r.restrictionHandler()).
 		WatchesRawSource(source.Channel(r.triggers, &handler.TypedEnqueueRequestForObject[*fleet.GitRepo]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers}).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	return policy.Watch(mgr, r.Opts.Policies, c, r.restrictionHandler())
 }
 
 // Reconcile runs: fetch → deletion → finalizer → poll/sync → status.

@@ -54,7 +54,7 @@ func (r *Reconciler) authorize(ctx context.Context, repo *fleet.GitRepo) (*fleet
 		return nil, &restrictedError{err}
 	}
 	policies := target.CombinePolicies(nil)
-	if !r.Opts.NoPolicies {
+	if r.Opts.Policies.Served() {
 		if policies, err = policy.Read(ctx, r.Client, repo.Namespace); err != nil {
 			return nil, err
 		}
