@@ -436,25 +436,26 @@ func TestChartInvalidVersion(t *testing.T) {
 	}
 }
 
-// TestRedact: user info goes, whatever the form of the URL, and the host
-// stays.
+// TestRedact: user info is masked, whatever the form of the URL, and the
+// host stays.
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"https://fleet:s3cr3t@charts.example.com/x":             "https://charts.example.com/x",
-		"https://token@charts.example.com":                      "https://charts.example.com",
+		"https://fleet:s3cr3t@charts.example.com/x":             "https://***@charts.example.com/x",
+		"https://token@charts.example.com":                      "https://***@charts.example.com",
 		"https://charts.example.com/a@b":                        "https://charts.example.com/a@b",
-		"oci://fleet:s3cr3t@reg.example.com/charts":             "oci://reg.example.com/charts",
-		"git::https://u:s3cr3t@git.example.com/r//chart?ref=v1": "git::https://git.example.com/r//chart?ref=v1",
-		// Unparsable: the authority up to the last "@" goes.
-		"https://fleet:s3c/r3t@charts.example.com/x":  "https://charts.example.com/x",
-		"https://fleet:s3cr3t%zz@charts.example.com/": "https://charts.example.com/",
+		"oci://fleet:s3cr3t@reg.example.com/charts":             "oci://***@reg.example.com/charts",
+		"git::https://u:s3cr3t@git.example.com/r//chart?ref=v1": "git::https://***@git.example.com/r//chart?ref=v1",
+		// Unparsable: the authority up to the last "@" is masked.
+		"https://fleet:s3c/r3t@charts.example.com/x":  "https://***@charts.example.com/x",
+		"https://fleet:s3cr3t%zz@charts.example.com/": "https://***@charts.example.com/",
+		"https://fleet:s3c#r3t@charts.example.com/":   "https://***@charts.example.com/",
 		"charts/local": "charts/local",
 	} {
 		if got := redact(in); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := redactRef("fleet:s3cr3t@reg.example.com/charts/x"); got != "reg.example.com/charts/x" {
+	if got := redactRef("fleet:s3cr3t@reg.example.com/charts/x"); got != "***@reg.example.com/charts/x" {
 		t.Errorf("redactRef = %q", got)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"helm.sh/helm/v4/pkg/registry"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
+
+	redactpkg "github.com/fleetgo/fleet/internal/redact"
 )
 
 // download counts one chart source fetched over the network (a chart from
@@ -143,17 +145,34 @@ func (cf *chartFetcher) downloadVersion(repoURL, origin string, cv *repo.ChartVe
 
 // get fetches u with a bounded body, with the credentials when
 // credentialsFor(u, origin) allows them.
+//
+// User information written into u is sent as basic auth, as Helm does, and
+// taken out of the request's URL: the client quotes that URL in its errors
+// (connection refused, DNS, TLS, timeouts) and masks a password there but
+// not a token given as the user name. Credentials from credentialsFor win
+// over those of the URL.
 func (cf *chartFetcher) get(u, origin string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(cf.ctx, http.MethodGet, u, nil)
 	if err != nil {
 		// The parse error quotes the URL, credentials included.
 		return nil, fmt.Errorf("invalid URL %s", redact(u))
 	}
+	if ui := req.URL.User; ui != nil {
+		pass, _ := ui.Password()
+		req.SetBasicAuth(ui.Username(), pass)
+		req.URL.User = nil
+	}
 	if user, pass, ok := cf.credentialsFor(u, origin); ok {
 		req.SetBasicAuth(user, pass)
 	}
 	resp, err := cf.client.Do(req)
 	if err != nil {
+		// A redirect's target is quoted as well; it may carry user
+		// information of its own.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redact(ue.URL)
+		}
 		return nil, fmt.Errorf("cannot reach %s: %w", redact(u), err)
 	}
 	defer resp.Body.Close()
@@ -182,34 +201,12 @@ func sameOrigin(a, b string) bool {
 	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host)
 }
 
-// redact drops user info from a URL (also git::<URL>) for messages; an
-// unparsable one loses everything of its authority up to the last "@".
-// Every repository or chart URL put into an error goes through it: errors
-// end up in statuses, events and logs.
-func redact(u string) string {
-	if rest, ok := strings.CutPrefix(u, "git::"); ok {
-		return "git::" + redact(rest)
-	}
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	if p, err := url.Parse(u); err == nil {
-		if p.User == nil {
-			return u
-		}
-		p.User = nil
-		return p.String()
-	}
-	end := strings.IndexAny(rest, "?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	if i := strings.LastIndex(rest[:end], "@"); i >= 0 {
-		rest = rest[i+1:]
-	}
-	return scheme + "://" + rest
-}
+// redact masks the user information of a URL (also git::<URL>) for
+// messages, with the manager's one redactor (redact.URL), so that a
+// password with an unencoded '/' or '#' is masked too. Every repository or
+// chart URL put into an error goes through it: errors end up in statuses,
+// events and logs.
+func redact(u string) string { return redactpkg.URL(u) }
 
 // redactRef is redact for an OCI reference without its oci:// scheme.
 func redactRef(ref string) string {

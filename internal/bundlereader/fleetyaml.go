@@ -7,8 +7,10 @@ package bundlereader
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -224,6 +226,9 @@ func validate(fy *FleetYAML) error {
 	default:
 		return fmt.Errorf("targetCustomizationMode: must be FirstMatch or AllMatches, not %q", fy.TargetCustomizationMode)
 	}
+	if err := validateLabels("labels", fy.Labels); err != nil {
+		return err
+	}
 	if err := validateOptions("", &fy.BundleDeploymentOptions); err != nil {
 		return err
 	}
@@ -359,6 +364,12 @@ func validateOptions(prefix string, o *fleet.BundleDeploymentOptions) error {
 			}
 		}
 	}
+	if err := validateLabels(prefix+"namespaceLabels", o.NamespaceLabels); err != nil {
+		return err
+	}
+	if err := validateAnnotations(prefix+"namespaceAnnotations", o.NamespaceAnnotations); err != nil {
+		return err
+	}
 	for i, r := range o.DownstreamResources {
 		if r.Kind != "Secret" && r.Kind != "ConfigMap" {
 			return fmt.Errorf("%sdownstreamResources[%d]: kind must be Secret or ConfigMap, not %q", prefix, i, r.Kind)
@@ -366,6 +377,46 @@ func validateOptions(prefix string, o *fleet.BundleDeploymentOptions) error {
 		if r.Name == "" {
 			return fmt.Errorf("%sdownstreamResources[%d]: name is required", prefix, i)
 		}
+	}
+	return nil
+}
+
+// validateLabels refuses labels the API server would refuse on the object
+// they are written to (the Bundle and its BundleDeployments for labels,
+// the target namespace for namespaceLabels): caught here, the fleet.yaml is
+// an input error naming its file and the key, before anything is fetched
+// or written. Found only by the API server, it would fail that Bundle
+// while the other bundles of the same commit are written (a partial
+// apply), or fail on every cluster.
+func validateLabels(field string, labels map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("%s: key %q is not a valid label key: %s", field, k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(labels[k]); len(errs) > 0 {
+			return fmt.Errorf("%s: the value of %q is not a valid label value: %s", field, k, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// maxAnnotationsSize is the API server's limit on the total size of an
+// object's annotations (keys and values).
+const maxAnnotationsSize = 256 * 1024
+
+// validateAnnotations is validateLabels for annotations: keys are
+// qualified names (checked in lower case, as the API server does) and
+// values are free, but keys and values together are at most 256 KiB.
+func validateAnnotations(field string, annotations map[string]string) error {
+	var size int
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
+			return fmt.Errorf("%s: key %q is not a valid annotation key: %s", field, k, strings.Join(errs, "; "))
+		}
+		size += len(k) + len(annotations[k])
+	}
+	if size > maxAnnotationsSize {
+		return fmt.Errorf("%s: %d bytes of keys and values, at most %d are allowed", field, size, maxAnnotationsSize)
 	}
 	return nil
 }

@@ -430,6 +430,9 @@ func FuzzFleetYAML(f *testing.F) {
 	f.Add([]byte("- a\n"))
 	f.Add([]byte("rolloutStrategy:\n  maxUnavailable: 10%\n"))
 	f.Add([]byte("dependsOn:\n- selector: {matchLabels: {a: b}}\n"))
+	f.Add([]byte("labels:\n  team: a b c\n"))
+	f.Add([]byte("namespaceLabels: {'bad key!': x}\nnamespaceAnnotations: {'-a': x}\n"))
+	f.Add([]byte("targetCustomizations:\n- namespaceLabels: {env: a/b}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fy, _, err := ParseFleetYAML(data)
 		if err == nil && fy == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/redact"
 	"github.com/fleetgo/fleet/internal/summary"
 )
 
@@ -197,7 +198,9 @@ func clusterGroupSamples(g *fleet.ClusterGroup, emit emitFunc) {
 }
 
 // gitRepoLabelValues are the GitRepo family's label values; paths are
-// sorted and joined so that the value is stable.
+// sorted and joined so that the value is stable. The repo URL is redacted:
+// /metrics is served without authentication, and a URL may carry a token
+// or password.
 func gitRepoLabelValues(r *fleet.GitRepo) []string {
 	paths := append([]string{}, r.Spec.Paths...)
 	sort.Strings(paths)
@@ -205,7 +208,7 @@ func gitRepoLabelValues(r *fleet.GitRepo) []string {
 	if branch == "" && r.Spec.Revision == "" {
 		branch = "master"
 	}
-	return []string{r.Name, r.Namespace, r.Spec.Repo, branch, strings.Join(paths, ";")}
+	return []string{r.Name, r.Namespace, redact.URL(r.Spec.Repo), branch, strings.Join(paths, ";")}
 }
 
 func gitRepoSamples(r *fleet.GitRepo, emit emitFunc) {
@@ -218,7 +221,9 @@ func gitRepoSamples(r *fleet.GitRepo, emit emitFunc) {
 func helmOpSamples(op *fleet.HelmOp, emit emitFunc) {
 	var repo, chart string
 	if h := op.Spec.Helm; h != nil {
-		repo, chart = h.Repo, h.Chart
+		// Redacted like a GitRepo's URL (gitRepoLabelValues): a chart may
+		// be a URL too (oci://, https://, git::).
+		repo, chart = redact.URL(h.Repo), redact.URL(h.Chart)
 	}
 	lv := []string{op.Name, op.Namespace, repo, chart}
 	emit(helmopDesiredReadyClusters, float64(op.Status.DesiredReadyClusters), lv...)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/redact"
 )
 
 // PolicyError is an object its namespace's Policies refuse, or a Policy that
@@ -265,13 +266,9 @@ func matchAny(field, shown, value, listField string, patterns []pattern) error {
 	return refuse("%s %q is not allowed by Policy %s: it matches none of %s %q", field, shown, strings.Join(policies, ", "), listField, exprs)
 }
 
-// userInfo matches the user information of a URL with a scheme, behind
-// go-getter's git:: prefix or not (up to the last '@' before the path),
-// whatever it holds: a password, or a token given as the user name.
-var userInfo = regexp.MustCompile(`^((?:git::)?[a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s]*@`)
-
-// RedactURL masks the user information of a URL so that a refusal can say
-// which URL it refused without quoting credentials written into it.
+// RedactURL masks the user information of a URL (redact.URL) so that a
+// refusal can say which URL it refused without quoting credentials written
+// into it. It stays for the callers outside this package.
 func RedactURL(u string) string {
-	return userInfo.ReplaceAllString(u, "${1}***@")
+	return redact.URL(u)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	redactpkg "github.com/fleetgo/fleet/internal/redact"
 )
 
 // go-git by default leaves multi_ack and multi_ack_detailed out of every
@@ -224,28 +227,30 @@ func explain(ctx context.Context, err error) error {
 	return err
 }
 
-// userInfoRE matches the userinfo of a URL with a scheme, whatever it holds
-// (user:password, or a token given as the user name alone), up to the last
-// '@' before the path, query or fragment, so that an unescaped '@' in a
-// password is masked too. scp-like SSH addresses (git@host:path) have no
-// scheme and are left alone: their user is a login name, never a secret
-// (SSH authenticates with a key).
-var userInfoRE = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#\s"']*@`)
-
-// redactedError masks "scheme://userinfo@" in its message; errors.Is and
-// errors.As still see the original error.
+// redactedError masks the user information of the URLs in its message
+// (redact.URL); errors.Is and errors.As still see the original error.
 type redactedError struct{ err error }
 
 func (e *redactedError) Error() string {
-	return userInfoRE.ReplaceAllString(e.err.Error(), "${1}***@")
+	msg := e.err.Error()
+	// A URL that does not parse may be cut short where its password holds
+	// an unencoded '#' (the parser drops the fragment first), and the
+	// parser's reason quotes the text after a ':' ("invalid port \":AbC\""),
+	// which can be the start of a password: neither is shown.
+	var ue *url.Error
+	if errors.As(e.err, &ue) && ue.Op == "parse" {
+		msg = strings.Replace(msg, ue.Error(), "the repository URL does not parse "+
+			"(if it holds a user name or password, a '/', '?', '#', '@' or '%' in them must be percent-encoded)", 1)
+	}
+	return redactpkg.URL(msg)
 }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact masks the userinfo of a URL (see userInfoRE) before it goes into
-// a message: "https://token@host/x" is "https://***@host/x".
-func redact(url string) string {
-	return userInfoRE.ReplaceAllString(url, "${1}***@")
-}
+// redact masks the user information of a URL (redact.URL) before it goes
+// into a message: "https://token@host/x" is "https://***@host/x".
+// scp-like SSH addresses (git@host:path) are left alone: their user is a
+// login name, never a secret (SSH authenticates with a key).
+func redact(url string) string { return redactpkg.URL(url) }
 
 // FetchOptions bound a checkout.
 type FetchOptions struct {
