@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,7 +39,8 @@ import (
 	"github.com/fleetgo/fleet/internal/policy"
 )
 
-// Finalizer makes deleting a HelmOp delete its Bundle first.
+// Finalizer makes deleting a HelmOp delete its Bundle first (with
+// keepResources, once every agent has deployed keepResources).
 const Finalizer = "fleet.cattle.io/helmop-finalizer"
 
 // Options configure the HelmOp controller.
@@ -135,6 +137,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if !op.DeletionTimestamp.IsZero() && op.Spec.KeepResources && controllerutil.ContainsFinalizer(op, Finalizer) {
+		// The Bundle goes only once the agents will keep its objects.
+		waiting, err := r.keepBeforeDelete(ctx, op)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if waiting != "" {
+			return ctrl.Result{RequeueAfter: apply.KeepPoll}, r.showKeeping(ctx, op, waiting)
+		}
 	}
 	deleting, err := finalizer.Handle(ctx, r.Client, op, Finalizer, func(ctx context.Context) error {
 		err := r.Client.DeleteAllOf(ctx, &fleet.Bundle{}, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)})
