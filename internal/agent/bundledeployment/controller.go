@@ -279,8 +279,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 	key := client.ObjectKeyFromObject(bd)
 	st := r.state(key)
 	if st == nil && bd.Status.AppliedDeploymentID == bd.Spec.DeploymentID && bd.Spec.DeploymentID != "" {
-		// Agent restarted: pick the deployed release up from storage
-		// instead of redeploying.
+		// Agent restarted, or the last deploy failed (see failed): pick
+		// the deployed release up from storage instead of redeploying.
+		// Current finds none when a later revision failed, so the spec
+		// is deployed again.
 		rel, err := r.deployer.Current(bd.Name, bd.Spec.Options)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -357,7 +359,7 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	opts, err := r.options(ctx, bd)
 	if err != nil {
 		setWaiting(bd, ReasonWaitingValues, err.Error())
-		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
+		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
 	m, err := r.manifest(ctx, bd)
 	if err == nil && len(opts.DownstreamResources) > 0 {
@@ -380,7 +382,7 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
 		setDeployError(bd, err)
-		return ctrl.Result{RequeueAfter: r.recordFailure(key, attemptID(bd))}, false, nil
+		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
 	r.mu.Lock()
 	delete(r.failures, key)
@@ -391,6 +393,20 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		return ctrl.Result{}, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// failed records a failed deploy attempt and returns how long to wait
+// before retrying it. It also forgets what was remembered as applied: the
+// attempt may have changed objects downstream (Helm applies what it can,
+// then records the revision failed), so when the spec names the earlier
+// deploymentID again (the commit was reverted) that deploymentID must be
+// deployed, not taken as still in place. The next reconcile looks at the
+// release storage instead (Current), as after a restart.
+func (r *Reconciler) failed(key types.NamespacedName, bd *fleet.BundleDeployment) time.Duration {
+	r.mu.Lock()
+	delete(r.applied, key)
+	r.mu.Unlock()
+	return r.recordFailure(key, attemptID(bd))
 }
 
 // attemptID identifies what a deploy attempt applies: the deploymentID
@@ -535,7 +551,7 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	}
 	for _, ref := range refs {
 		in := deployer.UninstallInput{
-			ReleaseName: ref.Name, Namespace: ref.Namespace,
+			ReleaseName: ref.Name, Namespace: ref.Namespace, BundleDeployment: key.Name,
 			KeepResources: ref.KeepResources, DeleteNamespace: ref.DeleteNamespace,
 		}
 		if st != nil {

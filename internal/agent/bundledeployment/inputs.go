@@ -382,7 +382,7 @@ func (r *Reconciler) collectRelease(ctx context.Context, key types.NamespacedNam
 	// release is removed as the identity that deployed it.
 	return r.deployer.Uninstall(ctx, deployer.UninstallInput{
 		ReleaseName: ref.Name, Namespace: ref.Namespace, KeepResources: ref.KeepResources,
-		ServiceAccount: bd.Spec.Options.ServiceAccount,
+		ServiceAccount: bd.Spec.Options.ServiceAccount, BundleDeployment: key.Name,
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -244,10 +243,12 @@ func ptrTrue() *bool { b := true; return &b }
 // downstream, in order) over it, as Rancher Fleet does: values kept in the
 // cluster override the bundle's. The ConfigMaps and Secrets are read as
 // the identity the bundle deploys with (see WithServiceAccount). It also
-// returns the strings that came from Secrets, which no message may quote
-// (see redactValues).
+// returns the strings no message may quote (see redactValues): every
+// string of a valuesFrom Secret, and those of helm.values and valuesFrom
+// ConfigMaps under a key that names a credential (appendSensitive).
 func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOptions) (map[string]any, []string, error) {
 	out := map[string]any{}
+	var sensitive []string
 	if h.Values != nil && h.Values.Data != nil {
 		// A deep copy through JSON: merging must not change the options.
 		b, err := json.Marshal(h.Values.Data)
@@ -257,15 +258,15 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		if err := json.Unmarshal(b, &out); err != nil {
 			return nil, nil, err
 		}
+		sensitive = appendSensitive(sensitive, out, false)
 	}
 	if len(h.ValuesFrom) == 0 {
-		return out, nil, nil
+		return out, sensitive, nil
 	}
 	core, err := d.CoreFor(ctx, serviceAccountFrom(ctx))
 	if err != nil {
 		return nil, nil, err
 	}
-	var secret []string
 	for _, vf := range h.ValuesFrom {
 		var raw string
 		fromSecret := false
@@ -313,11 +314,13 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 			return nil, nil, fmt.Errorf("%w: valuesFrom: invalid YAML: %v", ErrRender, err)
 		}
 		if fromSecret {
-			secret = appendStrings(secret, m)
+			sensitive = appendStrings(sensitive, m)
+		} else {
+			sensitive = appendSensitive(sensitive, m, false)
 		}
 		out = mergeValues(out, m)
 	}
-	return out, secret, nil
+	return out, sensitive, nil
 }
 
 // missingKey is the error for a valuesFrom object that exists but lacks
@@ -326,61 +329,6 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 func missingKey(key, kind, ns, name string) error {
 	return fmt.Errorf("key %q is missing from %s %s/%s, can't use it in valuesFrom", key, kind, ns, name)
 }
-
-// minRedacted is the shortest Secret value redactValues masks: shorter
-// ones ("true", "1") are not secrets and would garble every message.
-const minRedacted = 4
-
-// appendStrings adds the string leaves of v (maps, lists) to out.
-func appendStrings(out []string, v any) []string {
-	switch t := v.(type) {
-	case string:
-		if len(t) >= minRedacted {
-			out = append(out, t)
-		}
-	case map[string]any:
-		for _, e := range t {
-			out = appendStrings(out, e)
-		}
-	case []any:
-		for _, e := range t {
-			out = appendStrings(out, e)
-		}
-	}
-	return out
-}
-
-// redactValues masks, in err's message, every string that came from a
-// valuesFrom Secret. Helm's messages may quote values: a values schema's
-// pattern or format error ("at '/password': 'x' does not match pattern"),
-// a template's fail or required. The message reaches the
-// BundleDeployment's status, the Bundle's and the agent's log. errors.Is
-// and errors.As still see err.
-func redactValues(err error, secret []string) error {
-	if err == nil || len(secret) == 0 {
-		return err
-	}
-	msg := err.Error()
-	// Longest first, so that a value containing another is masked whole.
-	sorted := slices.Clone(secret)
-	slices.SortFunc(sorted, func(a, b string) int { return len(b) - len(a) })
-	masked := msg
-	for _, s := range sorted {
-		masked = strings.ReplaceAll(masked, s, "(redacted)")
-	}
-	if masked == msg {
-		return err
-	}
-	return &redactedError{err: err, msg: masked}
-}
-
-type redactedError struct {
-	err error
-	msg string
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
 
 func orDefault(s, def string) string {
 	if s == "" {
@@ -414,6 +362,12 @@ type UninstallInput struct {
 	// release that does not record the one it was deployed with (see
 	// Uninstall).
 	ServiceAccount string
+	// BundleDeployment, when set, is the BundleDeployment the release is
+	// removed for: a release whose latest revision records another one
+	// is left alone and Uninstall returns nil. A bundle refused because
+	// its releaseName is another's (ReleaseOwnedError) owns nothing
+	// there, and removing it must not uninstall the other's release.
+	BundleDeployment string
 	// KeepResources removes only the release history, leaving the objects.
 	KeepResources bool
 	// DeleteNamespace deletes the release namespace afterwards, unless
@@ -439,8 +393,8 @@ type UninstallInput struct {
 // it runs are those of the latest of them. Storage Secrets of the release
 // it cannot verify are deleted with it, and nothing they list.
 func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
-	sa, err := d.releaseServiceAccount(ctx, in)
-	if err != nil {
+	sa, foreign, err := d.releaseServiceAccount(ctx, in)
+	if err != nil || foreign {
 		return err
 	}
 	ac, _, err := d.actionConfig(ctx, in.Namespace, sa)
@@ -511,23 +465,29 @@ func (c *deleteErrors) Delete(resources kube.ResourceList, policy metav1.Deletio
 // releaseServiceAccount resolves the identity that removes a release: the
 // serviceAccount its latest revision records, read with the agent's own
 // identity (in.ServiceAccount for a release that records none), resolved
-// as Deploy resolves it.
-func (d *Deployer) releaseServiceAccount(ctx context.Context, in UninstallInput) (string, error) {
+// as Deploy resolves it. foreign reports a release that latest revision
+// records for another BundleDeployment than in.BundleDeployment (when
+// set), which must not be removed.
+func (d *Deployer) releaseServiceAccount(ctx context.Context, in UninstallInput) (sa string, foreign bool, err error) {
 	name := in.ServiceAccount
 	ac, _, err := d.actionConfig(ctx, in.Namespace, "")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	last, err := d.lastRelease(ac, in.ReleaseName)
 	if err != nil {
-		return "", fmt.Errorf("reading release %s/%s: %w", in.Namespace, in.ReleaseName, err)
+		return "", false, fmt.Errorf("reading release %s/%s: %w", in.Namespace, in.ReleaseName, err)
+	}
+	if in.BundleDeployment != "" && otherOwner(last, in.BundleDeployment) != "" {
+		return "", true, nil
 	}
 	if last != nil && last.Chart != nil && last.Chart.Metadata != nil {
 		if sa, ok := last.Chart.Metadata.Annotations[fleet.ServiceAccountAnnotation]; ok {
 			name = sa
 		}
 	}
-	return d.serviceAccount(ctx, name)
+	sa, err = d.serviceAccount(ctx, name)
+	return sa, false, err
 }
 
 // protectedNamespace is a namespace deleteNamespace never deletes: default,

@@ -6,6 +6,7 @@ package deployer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -280,6 +281,52 @@ func (d *Deployer) actionConfig(ctx context.Context, namespace, serviceAccount s
 	return ac, getter, nil
 }
 
+// ReleaseOwnedError is a deploy refused because its release (helm.releaseName
+// in the release namespace) is stored for another BundleDeployment of this
+// agent. Helm knows a release only by name: upgrading it would replace the
+// other bundle's objects with this one's, and the two would take it from
+// each other on every deploy. It is bad input (errors.Is ErrRender): one
+// of the bundles must change its releaseName or namespace. Nothing is
+// written, and the retry (the usual backoff) deploys once the other's
+// release is gone.
+type ReleaseOwnedError struct {
+	Release, Namespace string
+	// Owner is the BundleDeployment the release's latest revision records.
+	Owner string
+}
+
+func (e *ReleaseOwnedError) Error() string {
+	return fmt.Sprintf("release %s in namespace %s belongs to BundleDeployment %s: two bundles cannot share a releaseName in the same namespace",
+		e.Release, e.Namespace, e.Owner)
+}
+
+// Is makes a ReleaseOwnedError bad input for IsRenderError.
+func (e *ReleaseOwnedError) Is(target error) bool { return target == ErrRender }
+
+// otherOwner is the BundleDeployment rel (the latest revision the agent
+// wrote of a release; nil for none) was deployed for, when that is not
+// bdName; empty when it is bdName's or records no owner. The owner is the
+// chart's fleet.cattle.io/bundle-id, which holds the full name, else the
+// storage label, which may be the name cut to fit a label
+// (names.Limit). It is read from storage on every deploy, so that after a
+// restart the release still belongs to the one that has it, and the two
+// bundles never take turns.
+func otherOwner(rel *release.Release, bdName string) string {
+	if rel == nil {
+		return ""
+	}
+	if id := chartBundleID(rel); id != "" {
+		if id == bdName {
+			return ""
+		}
+		return id
+	}
+	if label := rel.Labels[StorageBundleIDLabel]; label != "" && label != names.Limit(bdName, maxLabelValue) {
+		return label
+	}
+	return ""
+}
+
 // Deploy installs or upgrades the release of in and returns it.
 func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error) {
 	opts := in.Options
@@ -300,11 +347,17 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err != nil {
 		return nil, err
 	}
-	values, secret, err := d.values(ctx, ns, helm)
+	values, sensitive, err := d.values(ctx, ns, helm)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = redactValues(err, secret) }()
+	// Every error from here on reaches status: no value may show in it.
+	// A ReleaseOwnedError holds only names, the owner's included.
+	defer func() {
+		if owned := (*ReleaseOwnedError)(nil); !errors.As(err, &owned) {
+			err = redactValues(err, sensitive, name, ns, in.Name)
+		}
+	}()
 	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
 		return nil, err
@@ -319,6 +372,11 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	last, err := d.lastRelease(ac, name)
 	if err != nil {
 		return nil, err
+	}
+	if owner := otherOwner(last, in.Name); owner != "" {
+		// Checked before anything is written: the other's release,
+		// objects and namespace stay as they are.
+		return nil, &ReleaseOwnedError{Release: name, Namespace: ns, Owner: owner}
 	}
 	if last == nil {
 		if err := refuseForeign(ctx, ac, name); err != nil {

@@ -166,8 +166,13 @@ func toRelease(r ri.Releaser) (*Release, error) {
 	return rel, nil
 }
 
-// Current returns the last deployed revision of a release, or nil when there
-// is none. Revisions of it stored before the agent signed its releases are
+// Current returns the deployed revision of a release when it is the
+// newest, or nil when there is none. A newer revision that failed (or was
+// interrupted, pending) also makes it nil: that attempt may have applied
+// part of its objects, so the deployed revision no longer describes what
+// is in the cluster, and a caller whose spec names the deployed revision's
+// deploymentID (a reverted commit) must deploy it again rather than adopt
+// it. Revisions of it stored before the agent signed its releases are
 // adopted first (see adopt): after an upgrade of the agent, this is the
 // first look at each BundleDeployment's release.
 func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*Release, error) {
@@ -186,7 +191,23 @@ func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	return toRelease(r)
+	cur, err := asV1(r)
+	if err != nil {
+		return nil, err
+	}
+	if otherOwner(cur, bdName) != "" {
+		// Another BundleDeployment's release under the same name (a
+		// shared releaseName, which Deploy refuses): not this one's.
+		return nil, nil
+	}
+	last, err := d.lastRelease(ac, cur.Name)
+	if err != nil {
+		return nil, err
+	}
+	if last != nil && last.Version > cur.Version {
+		return nil, nil
+	}
+	return toRelease(cur)
 }
 
 // CorrectDrift restores the objects of the deployed release by rolling back

@@ -22,7 +22,10 @@ import (
 
 // Diff compares a desired object with its live version. It returns whether
 // they differ and, if so, the JSON merge patch that would turn the live
-// fields the chart sets back into the desired ones.
+// fields the chart sets back into the desired ones. The patch is only
+// shown (status), never applied: a Secret's values and the literal env
+// values of a pod template are masked in it (redactSecretPatch,
+// maskEnvValues).
 func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch) (modified bool, patch string, err error) {
 	d, err := normalized(desired)
 	if err != nil {
@@ -66,6 +69,9 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 		if mp, err = redactSecretPatch(mp); err != nil {
 			return true, "", err
 		}
+	} else if mp, err = maskEnvValues(desired.GetKind(), mp); err != nil {
+		// Nor the literal env values of a pod template (see maskEnvValues).
+		return true, "", err
 	}
 	return true, string(mp), nil
 }
