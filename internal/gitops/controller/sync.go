@@ -2,14 +2,21 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,8 +58,8 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	// A default of the restrictions or Policies changed since the last
 	// sync: the Bundles are built again at once, with the new one.
 	// It bypasses the timer once per new grant (grantTried): while the
-	// rebuild keeps failing, the usual backoff applies, and each due poll
-	// still rebuilds (retrySync) until one succeeds.
+	// rebuild keeps failing, its backoff applies, and each due rebuild
+	// uses the new grant (retrySync) until one succeeds.
 	grant := [2]string{authorized.Spec.ServiceAccount, authorized.Spec.ClientSecretName}
 	r.mu.Lock()
 	prevGrant, synced := r.granted[key]
@@ -62,10 +69,22 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 
 	due, wait := r.Opts.Tracker.Due(key)
 	webhookNew := r.webhookPending(repo)
-	if repo.Spec.DisablePolling && seen && last.PollErr == nil && last.SyncErr == nil {
-		// Without polling the timer only retries failures.
+	if repo.Spec.DisablePolling && seen && last.PollErr == nil {
+		// Without polling the timer only retries failures (a failed
+		// build: below).
 		due = false
 		wait = 0
+	}
+	// A failed build is retried on its own backoff (rebuild), while the
+	// ref lookup goes on every interval: a new commit is built as soon as
+	// it is seen, the failing one is not rebuilt in a hot loop. While the
+	// ref lookup itself fails, its own backoff rules.
+	failed, buildFailed := r.Opts.Tracker.FailedSync(key)
+	rebuild := buildFailed && !(seen && last.PollErr != nil)
+	if rebuild && failed.Wait <= 0 {
+		due = true
+	} else if rebuild && !due && (wait == 0 || failed.Wait < wait) {
+		wait = failed.Wait
 	}
 	if !due && !specNew && !webhookNew && !wasRefused && !grantNew && seen {
 		last.PollingDisabled = repo.Spec.DisablePolling
@@ -78,15 +97,29 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.grantTried[key] = grant
 	r.mu.Unlock()
 
-	retrySync := (seen && last.SyncErr != nil) || grantChanged
-	err = r.poll(ctx, repo, authorized, retrySync, &out)
+	retrySync := (seen && last.SyncErr != nil) || grantChanged || buildFailed
+	err = r.poll(ctx, repo, authorized, attempt{retrySync: retrySync, grant: grant}, &out)
+	// Only a failed ref lookup (or an unusable spec) backs the poll off;
+	// a failed build has its own schedule (RecordSync in poll).
 	next := r.Opts.Tracker.Record(key, interval, err)
 	r.mu.Lock()
 	r.last[key] = out
-	if err == nil {
+	if err == nil && out.SyncErr == nil {
 		r.granted[key] = grant
 	}
 	r.mu.Unlock()
+	if failed, ok := r.Opts.Tracker.FailedSync(key); ok && err == nil && out.SyncErr != nil {
+		// Come back when the failing build may be tried again (or at the
+		// next poll, if sooner).
+		retry := failed.Wait
+		if retry <= 0 {
+			retry = interval
+		}
+		if repo.Spec.DisablePolling {
+			return out, retry
+		}
+		return out, min(next, retry)
+	}
 	if repo.Spec.DisablePolling && err == nil {
 		return out, 0
 	}
@@ -113,12 +146,32 @@ func (r *Reconciler) refuse(key client.ObjectKey, repo *fleet.GitRepo, interval 
 	return out, next
 }
 
+// attempt is what pollAndSync asks of poll.
+type attempt struct {
+	// retrySync rebuilds the commit even when the status says it is
+	// applied (the last sync failed, or the grant changed).
+	retrySync bool
+	// grant is the service account and client Secret the build uses.
+	grant [2]string
+}
+
+// buildInput names what a sync builds: the commit, the spec generation and
+// forceSyncGeneration, and the service account and client Secret it builds
+// with. A failed build is retried at once when any of them changes, on the
+// rebuild backoff otherwise (for a change elsewhere: a Secret's content,
+// a chart repository that came back).
+func buildInput(commit string, repo *fleet.GitRepo, grant [2]string) string {
+	return fmt.Sprintf("%s|%d|%d|%s|%s", commit, repo.Generation, repo.Spec.ForceSyncGeneration, grant[0], grant[1])
+}
+
 // poll does the ref lookup and, when needed, the sync (also when the last
-// sync failed: it is retried on the backoff schedule). The returned error
-// drives the backoff; out carries what the user should see. authorized is
-// repo as authorize returned it (the default client Secret filled in): the
-// remote is built from it, everything else from repo.
-func (r *Reconciler) poll(ctx context.Context, repo, authorized *fleet.GitRepo, retrySync bool, out *syncOutcome) error {
+// sync failed: it is retried on its rebuild backoff). The returned error is
+// the ref lookup's, which drives the polling backoff; a sync failure is
+// recorded with Tracker.RecordSync instead, so that it never delays the
+// lookup that finds the fix. out carries what the user should see.
+// authorized is repo as authorize returned it (the default client Secret
+// filled in): the remote is built from it, everything else from repo.
+func (r *Reconciler) poll(ctx context.Context, repo, authorized *fleet.GitRepo, a attempt, out *syncOutcome) error {
 	remote, err := remoteFor(ctx, r.APIReader, authorized, r.Opts)
 	if err != nil {
 		out.PollErr = err
@@ -143,19 +196,33 @@ func (r *Reconciler) poll(ctx context.Context, repo, authorized *fleet.GitRepo, 
 	upToDate := commit == repo.Status.Commit &&
 		repo.Status.ObservedGeneration == repo.Generation &&
 		repo.Status.UpdateGeneration == repo.Spec.ForceSyncGeneration &&
-		!retrySync
+		!a.retrySync
 	if upToDate {
 		return nil
 	}
-	if err := r.sync(ctx, repo, remote, ref); err != nil {
-		out.SyncErr = err
-		var se *syncError
-		if errors.As(err, &se) {
-			out.SyncReason, out.Stalled = se.reason, se.stalled
-		}
-		return err
+	key := client.ObjectKeyFromObject(repo)
+	input := buildInput(commit, repo, a.grant)
+	if f, ok := r.Opts.Tracker.FailedSync(key); ok && f.Input == input && f.Wait > 0 {
+		// The same build failed and its backoff has not run out: that
+		// failure stands.
+		setSyncErr(out, f.Err)
+		return nil
+	}
+	err = r.sync(ctx, repo, remote, ref)
+	r.Opts.Tracker.RecordSync(key, poll.Interval(repo.Spec.PollingInterval), input, err)
+	if err != nil {
+		setSyncErr(out, err)
 	}
 	return nil
+}
+
+// setSyncErr shows a failed sync in out.
+func setSyncErr(out *syncOutcome, err error) {
+	out.SyncErr = err
+	var se *syncError
+	if errors.As(err, &se) {
+		out.SyncReason, out.Stalled = se.reason, se.stalled
+	}
 }
 
 // syncError carries the condition reason and whether the input is at fault.
@@ -171,6 +238,66 @@ func (e *syncError) Unwrap() error { return e.err }
 func isInputError(err error) bool {
 	var ie *inputError
 	return errors.As(err, &ie)
+}
+
+// isReadInputError tells a bundlereader failure that only a change of the
+// commit or of the GitRepo can fix (Stalled) from one that a retry may fix
+// (Reconciling): a chart repository, registry or git host that cannot be
+// reached for now. The bundlereader types the first kind only in part (the
+// HelmOp controller's input errors: ParseError, ErrInvalidSpec, ErrLimit);
+// most of a GitRepo's input errors (a missing path, a template that does
+// not render, a chart repository answering 401 or 404) are untyped, so
+// everything not recognisably transient counts as input. It depends only
+// on bundlereader's exported errors and the standard library, so that it
+// can move into bundlereader as is, for both controllers.
+func isReadInputError(err error) bool {
+	var parse *bundlereader.ParseError
+	if errors.As(err, &parse) || errors.Is(err, bundlereader.ErrInvalidSpec) || errors.Is(err, bundlereader.ErrLimit) {
+		return true
+	}
+	return !isTransientNetError(err)
+}
+
+// isTransientNetError reports an error of the network rather than of what
+// was asked: a refused or reset connection, a DNS failure, a timeout, or a
+// connection closed before the answer. A certificate the client does not
+// trust is not one: it needs a caBundle (or the server's fix).
+func isTransientNetError(err error) bool {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		badHost   x509.HostnameError
+		badCert   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+	)
+	if errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &badCert) || errors.As(err, &verify) {
+		return false
+	}
+	var (
+		op      *net.OpError
+		dns     *net.DNSError
+		netErr  net.Error
+		request *url.Error
+	)
+	switch {
+	case errors.As(err, &op), errors.As(err, &dns):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
+	case errors.As(err, &request) && (errors.Is(request.Err, io.EOF) || errors.Is(request.Err, io.ErrUnexpectedEOF)):
+		// The server closed the connection before it answered.
+		return true
+	}
+	return false
+}
+
+// isRejected reports a Bundle (or its values Secret) the API server
+// refused as invalid (422, e.g. a value its CRD schema does not allow) or
+// malformed (400), or values apply cannot store: input errors, which
+// writing the same Bundle again will not fix.
+func isRejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, apply.ErrInvalidValues)
 }
 
 // sync fetches commit, builds its Bundles and applies them. Nothing is
@@ -210,13 +337,19 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 		bundles, err = bundlereader.Read(ctx, repo.Name, source, repo.Spec.Paths, opts)
 	}
 	if err != nil {
-		return &syncError{reason: ReasonBuildFailed, stalled: true, err: fmt.Errorf("commit %s: %w", short(fetched), err)}
+		return &syncError{reason: ReasonBuildFailed, stalled: isReadInputError(err), err: fmt.Errorf("commit %s: %w", short(fetched), err)}
 	}
 	if _, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
 		Namespace:     repo.Namespace,
 		PruneSelector: map[string]string{fleet.RepoLabel: repo.Name},
 		Reader:        r.APIReader,
 	}); err != nil {
+		if isRejected(err) {
+			// The API server refused a Bundle as built from this commit:
+			// writing it again cannot help until the commit or the
+			// GitRepo changes (retried only on the rebuild backoff).
+			return &syncError{reason: ReasonApplyFailed, stalled: true, err: fmt.Errorf("applying bundles of %s: %w", short(fetched), err)}
+		}
 		return &syncError{reason: ReasonApplyFailed, err: fmt.Errorf("applying bundles of %s: %w", short(fetched), err)}
 	}
 	r.warnBuild(repo, fetched, warnings)

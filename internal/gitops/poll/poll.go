@@ -1,8 +1,13 @@
 // Package poll decides when each GitRepo's remote is checked next: every
 // pollingInterval (default 15s) with ±10% jitter so that many repos do not
-// poll in lock step, and with exponential backoff for repos that keep
-// failing, so that hundreds of broken repos cannot exhaust a git host's rate
-// limit (Fleet polls a failing repo as often as a healthy one).
+// poll in lock step, and with exponential backoff for repos whose git host
+// keeps failing, so that hundreds of broken repos cannot exhaust a git
+// host's rate limit (Fleet polls a failing repo as often as a healthy one).
+//
+// A commit that cannot be built or applied has a backoff of its own (the
+// rebuild schedule, RecordSync and FailedSync): the cheap ref lookup goes on
+// at the normal interval, so that the commit fixing it is built as soon as
+// it is seen, while the same failing input is not rebuilt in a hot loop.
 package poll
 
 import (
@@ -64,6 +69,18 @@ type state struct {
 	next     time.Time
 	failures int
 	attempts []time.Time
+	// build is the rebuild schedule of the input whose sync failed last.
+	build buildState
+}
+
+// buildState is the backoff of one failing build input: input is what was
+// built (an opaque key the caller chooses), failures how often in a row
+// it failed, err the last error, next when it may be built again.
+type buildState struct {
+	input    string
+	failures int
+	err      error
+	next     time.Time
 }
 
 // NewTracker returns a Tracker using the real clock.
@@ -122,11 +139,57 @@ func (t *Tracker) Trigger(key types.NamespacedName) {
 	t.get(key).next = time.Time{}
 }
 
-// Failures returns the number of consecutive failed attempts.
+// RecordSync notes a build (fetch, build and apply of a commit) of input
+// that ended with err (nil for success). input identifies what was built
+// (the commit and whatever else changes the result): a different input is
+// never held back by this one's failures, while consecutive failures of the
+// same input back off as Delay says. The ref lookups of Due and Record go
+// on meanwhile at their own pace.
+func (t *Tracker) RecordSync(key types.NamespacedName, interval time.Duration, input string, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.get(key)
+	if err == nil {
+		s.build = buildState{}
+		return
+	}
+	if s.build.input != input {
+		s.build = buildState{input: input}
+	}
+	s.build.failures++
+	s.build.err = err
+	s.build.next = t.Now().Add(Delay(interval, s.build.failures, t.Rand()))
+}
+
+// SyncFailure is the last failed build of a GitRepo.
+type SyncFailure struct {
+	// Input is what was built, as given to RecordSync.
+	Input string
+	// Err is the build's error.
+	Err error
+	// Wait is how long until Input may be built again; zero or less: now.
+	Wait time.Duration
+}
+
+// FailedSync returns the last failed build of key, if its last build
+// failed.
+func (t *Tracker) FailedSync(key types.NamespacedName) (SyncFailure, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.get(key).build
+	if b.failures == 0 {
+		return SyncFailure{}, false
+	}
+	return SyncFailure{Input: b.input, Err: b.err, Wait: b.next.Sub(t.Now())}, true
+}
+
+// Failures returns the number of consecutive failed attempts: failed ref
+// lookups plus failed builds of the current input.
 func (t *Tracker) Failures(key types.NamespacedName) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.get(key).failures
+	s := t.get(key)
+	return s.failures + s.build.failures
 }
 
 // Attempts returns the times of the most recent attempts, oldest first.
