@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -26,9 +27,11 @@ import (
 const IndexBDDownstream = "targeting.bd.downstream"
 
 // ErrDownstreamSource is returned when a Secret/ConfigMap named in
-// downstreamResources does not exist in the Bundle's namespace. It is bad
-// input for that target only: nothing is deleted, the Bundle status says so,
-// and creating the source (a watched event) fixes it.
+// downstreamResources does not exist in the Bundle's namespace, or is a
+// Secret that may not leave it (see downstreamRefusal, credentialSecrets).
+// It is bad input for that target only: the Bundle status says so, nothing
+// but the copy of a refused Secret is deleted, and creating the source (a
+// watched event) or naming another one fixes it.
 var ErrDownstreamSource = errors.New("downstreamResources source missing")
 
 // downstreamRefs lists the downstream resources of a BundleDeployment's
@@ -103,6 +106,9 @@ func copyLabels() map[string]string {
 func (r *Reconciler) syncDownstreamResources(ctx context.Context, b *fleet.Bundle, bd, cached *fleet.BundleDeployment) (bool, error) {
 	changed := false
 	var missing []string
+	// creds holds the credential Secrets of the Bundle's namespace, read
+	// once a Secret needs checking.
+	var creds map[string]string
 	for _, dr := range downstreamRefs(bd) {
 		var src, dst client.Object
 		switch dr.Kind {
@@ -128,6 +134,30 @@ func (r *Reconciler) syncDownstreamResources(ctx context.Context, b *fleet.Bundl
 			return changed, err
 		}
 		key := client.ObjectKey{Namespace: bd.Namespace, Name: dr.Name}
+		if s, ok := src.(*corev1.Secret); ok {
+			why := downstreamRefusal(s)
+			if why == "" {
+				if creds == nil {
+					var err error
+					if creds, err = r.passCredentialSecrets(ctx, b.Namespace); err != nil {
+						return changed, err
+					}
+				}
+				why = creds[dr.Name]
+			}
+			if why != "" {
+				// Refused: a copy made before (by an older manager, or
+				// before a GitRepo named the Secret) goes too, so that it
+				// no longer sits where the agent can read it.
+				missing = append(missing, fmt.Sprintf("secret %s/%s may not be copied to clusters: %s", b.Namespace, dr.Name, why))
+				if cached != nil && cached.UID != "" {
+					if err := r.releaseCopy(ctx, &corev1.Secret{}, key, cached.UID); err != nil {
+						return changed, err
+					}
+				}
+				continue
+			}
+		}
 		err := r.APIReader.Get(ctx, key, dst)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return changed, err
@@ -212,26 +242,36 @@ func (r *Reconciler) deleteDownstreamCopies(ctx context.Context, bd *fleet.Bundl
 		default:
 			continue
 		}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: bd.Namespace, Name: dr.Name}, o); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return err
-		}
-		if o.GetLabels()[fleet.BundleInternalSecretLbl] != "true" {
-			continue
-		}
-		refs := slices.DeleteFunc(o.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == bd.UID })
-		var err error
-		if len(refs) == 0 {
-			err = r.Delete(ctx, o, client.Preconditions{ResourceVersion: ptr(o.GetResourceVersion())})
-		} else if len(refs) != len(o.GetOwnerReferences()) {
-			o.SetOwnerReferences(refs)
-			err = r.Update(ctx, o)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := r.releaseCopy(ctx, o, client.ObjectKey{Namespace: bd.Namespace, Name: dr.Name}, bd.UID); err != nil {
 			return fmt.Errorf("cleaning up copy of %s %s/%s: %w", dr.Kind, bd.Namespace, dr.Name, err)
 		}
+	}
+	return nil
+}
+
+// releaseCopy removes the deployment of UID uid from the owners of the
+// Fleet copy o at key, and deletes the copy when nobody else owns it. An
+// object there that is not a Fleet copy is left alone.
+func (r *Reconciler) releaseCopy(ctx context.Context, o client.Object, key client.ObjectKey, uid types.UID) error {
+	if err := r.APIReader.Get(ctx, key, o); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if o.GetLabels()[fleet.BundleInternalSecretLbl] != "true" {
+		return nil
+	}
+	refs := slices.DeleteFunc(o.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == uid })
+	var err error
+	if len(refs) == 0 {
+		err = r.Delete(ctx, o, client.Preconditions{ResourceVersion: ptr(o.GetResourceVersion())})
+	} else if len(refs) != len(o.GetOwnerReferences()) {
+		o.SetOwnerReferences(refs)
+		err = r.Update(ctx, o)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
 	return nil
 }

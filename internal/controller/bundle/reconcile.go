@@ -293,12 +293,13 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		g       errgroup.Group
 	)
 	g.SetLimit(r.Opts.ParallelWrites)
+	pass := withPassCredentials(ctx)
 	for _, p := range plans {
 		if p.Deployment == nil {
 			continue
 		}
 		g.Go(func() error {
-			if err := r.writeDeployment(ctx, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
+			if err := r.writeDeployment(pass, b, manifestID, p, existing[p.Target.Cluster.Status.Namespace]); err != nil {
 				mu.Lock()
 				if errors.Is(err, ErrDownstreamSource) {
 					srcErrs = append(srcErrs, fmt.Sprintf("cluster %s: %v", p.Target.Key(), err))
