@@ -2,13 +2,13 @@ package registration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,8 +28,10 @@ const (
 // (fleet-local) with Cluster "local" and ClusterGroup "default", so that a
 // single-cluster user needs no registration step. Cluster "local" is
 // imported from Secret local-cluster, whose kubeconfig uses a token of the
-// fleet-controller-bootstrap ServiceAccount, refreshed at every start and
-// by an import of the local cluster after it ended.
+// fleet-controller-bootstrap ServiceAccount (cluster-admin through the
+// binding the fleet chart installs, see ensureBootstrapIdentity),
+// refreshed at every start and by an import of the local cluster after it
+// ended.
 // Existing Cluster and ClusterGroup objects are left as the user made them.
 type Bootstrap struct {
 	reconcilerBase
@@ -39,6 +41,7 @@ type Bootstrap struct {
 func (b *Bootstrap) Start(ctx context.Context) error {
 	log := ctrl.Log.WithName("bootstrap")
 	delay := time.Second
+	warned := false
 	for {
 		err := b.run(ctx)
 		if err == nil {
@@ -46,6 +49,11 @@ func (b *Bootstrap) Start(ctx context.Context) error {
 			return nil
 		}
 		log.Error(err, "bootstrapping the local cluster, retrying")
+		if idErr := (*BootstrapIdentityError)(nil); !warned && errors.As(err, &idErr) {
+			// An install step is missing: say so once where the user
+			// looks (kubectl describe cluster local), not only in the log.
+			warned = b.warnLocalCluster(ctx, idErr)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -71,9 +79,14 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	if ns == "" {
 		return nil
 	}
-	if _, err := b.writeLocalKubeconfig(ctx); err != nil {
-		return err
-	}
+	// The kubeconfig is written before Cluster "local" exists, so that its
+	// first import finds it. When it cannot be made (the bootstrap
+	// ServiceAccount or its binding is missing and the manager may not
+	// create them), Cluster "local" and ClusterGroup "default" are created
+	// all the same: targets and GitRepos of the user resolve, the Cluster
+	// shows why it is not imported, and the import runs once a later
+	// attempt here writes the kubeconfig.
+	_, kubeconfigErr := b.writeLocalKubeconfig(ctx)
 	cluster := &fleet.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: fleet.LocalClusterName, Namespace: ns, Labels: map[string]string{"name": fleet.LocalClusterName}},
 		Spec:       fleet.ClusterSpec{KubeConfigSecret: localKubeconfigSecret},
@@ -88,7 +101,7 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	if err := b.Client.Create(ctx, group); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating default cluster group: %w", err)
 	}
-	return nil
+	return kubeconfigErr
 }
 
 // writeLocalKubeconfig writes Secret local-cluster in the bootstrap
@@ -146,14 +159,7 @@ func (b *reconcilerBase) caData() []byte {
 // and when that token ends.
 func (b *reconcilerBase) localKubeconfig(ctx context.Context) ([]byte, time.Time, error) {
 	sysNS := b.Opts.SystemNamespace
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA, Namespace: sysNS}}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSA},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: bootstrapSA, Namespace: sysNS}}}
-	if err := apply(ctx, b.Client, sa); err != nil {
-		return nil, time.Time{}, err
-	}
-	if err := apply(ctx, b.Client, crb); err != nil {
+	if err := b.ensureBootstrapIdentity(ctx); err != nil {
 		return nil, time.Time{}, err
 	}
 	seconds := int64(b.Opts.ImportTokenTTL / time.Second)
