@@ -150,7 +150,9 @@ func (cf *chartFetcher) downloadVersion(repoURL, origin string, cv *repo.ChartVe
 // taken out of the request's URL: the client quotes that URL in its errors
 // (connection refused, DNS, TLS, timeouts) and masks a password there but
 // not a token given as the user name. Credentials from credentialsFor win
-// over those of the URL.
+// over those of the URL. Any status but 200 OK is an *HTTPStatusError, so
+// that callers can tell a server failing for now (IsTemporary) from one
+// refusing the name or the credentials.
 func (cf *chartFetcher) get(u, origin string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(cf.ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -176,11 +178,8 @@ func (cf *chartFetcher) get(u, origin string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("cannot reach %s: %w", redact(u), err)
 	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, fmt.Errorf("GET %s: %s (check the Helm credentials)", redact(u), resp.Status)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("GET %s: %s", redact(u), resp.Status)
+	if resp.StatusCode != http.StatusOK {
+		return nil, &HTTPStatusError{URL: redact(u), StatusCode: resp.StatusCode, Status: resp.Status}
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
