@@ -22,8 +22,10 @@ var schemeRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://`)
 // may be a single URL (also behind go-getter's "git::") or a text quoting
 // URLs, such as an error message: "https://user:token@host/x" becomes
 // "https://***@host/x". A token given as the user name alone is masked as
-// well: it is as secret as a password. In a text a URL ends at white space
-// or a quote.
+// well: it is as secret as a password. In a text a URL ends at white space,
+// and at the quote that opened it when a quote (", ', `, <) stands right
+// before it: a password may hold any of them unencoded (url.Parse accepts
+// it), so a quote ends a URL only when the text opened one.
 //
 // A password is often not percent-encoded: AWS CodeCommit passwords are
 // base64 and hold '/' and '+', and a '?', '#' or '@' may appear too. Such a
@@ -53,9 +55,14 @@ func URL(s string) string {
 		}
 		b.WriteString(s[:loc[1]])
 		rest := s[loc[1]:]
-		end := strings.IndexAny(rest, " \t\r\n\"'`<>")
+		end := strings.IndexAny(rest, " \t\r\n")
 		if end < 0 {
 			end = len(rest)
+		}
+		if closing := closingQuote(s, loc[0]); closing != 0 {
+			if q := strings.IndexByte(rest[:end], closing); q >= 0 {
+				end = q
+			}
 		}
 		if ui := userInfoEnd(rest[:end]); ui >= 0 {
 			b.WriteString(mask)
@@ -146,4 +153,25 @@ func indexOr(s, chars string, def int) int {
 		return i
 	}
 	return def
+}
+
+// closingQuote is the quote that ends a URL starting at start in s, 0 when
+// none opened it. go-getter's "git::" may stand between the quote and the
+// scheme.
+func closingQuote(s string, start int) byte {
+	before := strings.TrimSuffix(s[:start], "git::")
+	if before == "" {
+		return 0
+	}
+	switch before[len(before)-1] {
+	case '"':
+		return '"'
+	case '\'':
+		return '\''
+	case '`':
+		return '`'
+	case '<':
+		return '>'
+	}
+	return 0
 }

@@ -50,6 +50,14 @@ func TestURL(t *testing.T) {
 			`parse "https://***@git-codecommit.example.com/v1/repos/app": invalid port ":AbC" after host`},
 		{"from https://a:b@h.example.com/x to 'oci://t@r.example.com/c' and git@h:o/r",
 			"from https://***@h.example.com/x to 'oci://***@r.example.com/c' and git@h:o/r"},
+		// Quotes in a password: a quote ends a URL only when one opened it.
+		{"https://user:pa'ss@charts.example.com/x", "https://***@charts.example.com/x"},
+		{"git::https://user:pa'ss@charts.example.com/x", "git::https://***@charts.example.com/x"},
+		{"https://user:pa`ss@charts.example.com/x", "https://***@charts.example.com/x"},
+		{"https://user:pa<s>s@charts.example.com/x", "https://***@charts.example.com/x"},
+		{"https://user:pa\"ss@charts.example.com/x", "https://***@charts.example.com/x"},
+		{`GET "https://user:pa'ss@h.example.com/x": 404`, `GET "https://***@h.example.com/x": 404`},
+		{`repo 'git::https://u:t@h.example.com/r' refused`, `repo 'git::https://***@h.example.com/r' refused`},
 		{"https://host.example.com:abc/x and later user@example.com", "https://host.example.com:abc/x and later user@example.com"},
 	} {
 		if got := URL(tc.in); got != tc.want {
@@ -80,11 +88,11 @@ func FuzzURL(f *testing.F) {
 	})
 }
 
-// plain says whether s holds only printable ASCII without white space or
-// quotes, which end a URL in a text.
+// plain says whether s holds only printable ASCII without white space,
+// which ends a URL in a text.
 func plain(s string) bool {
 	for _, c := range s {
-		if c <= ' ' || c > '~' || strings.ContainsRune("\"'`<>", c) {
+		if c <= ' ' || c > '~' {
 			return false
 		}
 	}
