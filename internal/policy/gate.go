@@ -59,16 +59,20 @@ func (g *Gate) OnServed(f func() error) error {
 	return nil
 }
 
-// Open marks Policies served after running the waiting functions (all of
-// them; the first error is returned). Readers see the gate open only once
-// the watches are in place, so that no Policy change falls between a read
-// and its watch.
+// Open marks Policies served, then runs the waiting functions (all of
+// them; the first error is returned). Readers see the gate open before the
+// watches start: a reconcile that read Policies before the gate opened is
+// followed by the watch's initial list of every Policy, which enqueues its
+// object again. The other order could lose a check: an object enqueued by
+// that list and reconciled before the gate opened would be checked without
+// Policies, its event used up.
 func (g *Gate) Open() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.served.Load() {
 		return nil
 	}
+	g.served.Store(true)
 	var first error
 	for _, f := range g.onServed {
 		if err := f(); err != nil && first == nil {
@@ -76,7 +80,6 @@ func (g *Gate) Open() error {
 		}
 	}
 	g.onServed = nil
-	g.served.Store(true)
 	return first
 }
 
