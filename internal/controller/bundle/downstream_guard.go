@@ -80,6 +80,9 @@ func (r *Reconciler) credentialSecrets(ctx context.Context, ns string) (map[stri
 		add(g.Spec.ClientSecretName, "GitRepo "+g.Name+" names it as clientSecretName")
 		add(g.Spec.HelmSecretName, "GitRepo "+g.Name+" names it as helmSecretName")
 		add(g.Spec.HelmSecretNameForPaths, "GitRepo "+g.Name+" names it as helmSecretNameForPaths")
+		add(g.Spec.WebhookSecret, "GitRepo "+g.Name+" names it as webhookSecret")
+		// Ignored by this manager, but a credential all the same.
+		add(g.Spec.OCIRegistrySecret, "GitRepo "+g.Name+" names it as ociRegistrySecret")
 	}
 	var ops fleet.HelmOpList
 	if err := r.APIReader.List(ctx, &ops, client.InNamespace(ns)); err != nil && !meta.IsNoMatchError(err) {

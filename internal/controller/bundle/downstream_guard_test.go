@@ -99,6 +99,15 @@ func TestDownstreamResourcesRefuseCredentials(t *testing.T) {
 			why: "GitRepo repo-paths names it as helmSecretNameForPaths",
 		},
 		{
+			name:   "git-webhook",
+			secret: guardSecret(ws, "git-webhook", corev1.SecretTypeOpaque, nil),
+			setup: func(t *testing.T, name string) {
+				must(t, env.Client.Create(ctx, &fleet.GitRepo{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "repo-webhook"},
+					Spec: fleet.GitRepoSpec{Repo: "https://git.example.com/w", ClientSecretName: "unrelated", WebhookSecret: name}}))
+			},
+			why: "GitRepo repo-webhook names it as webhookSecret",
+		},
+		{
 			// A GitRepo naming no client Secret uses gitcredential.
 			name:   "gitcredential",
 			secret: guardSecret(ws, "gitcredential", corev1.SecretTypeBasicAuth, nil),
