@@ -62,3 +62,13 @@ func TestPlainValuesMaskedByKey(t *testing.T) {
 		t.Fatalf("message %q: want the password masked and the names kept", msg)
 	}
 }
+
+// TestSecretNumbersMasked: a number in a valuesFrom Secret (parsed through
+// JSON, a float64) is masked as printed; short ones are not.
+func TestSecretNumbersMasked(t *testing.T) {
+	values := appendStrings(nil, map[string]any{"pin": float64(12345678), "port": float64(80)})
+	got := redactValues(errors.New("at '/pin': got 12345678, want string; port 80"), values).Error()
+	if strings.Contains(got, "12345678") || !strings.Contains(got, "port 80") {
+		t.Fatalf("masked as %q: want the PIN masked and the short number kept", got)
+	}
+}

@@ -46,12 +46,19 @@ func appendSensitive(out []string, v any, under bool) []string {
 	return out
 }
 
-// appendStrings adds the string leaves of v (maps, lists) to out.
+// appendStrings adds the string leaves of v (maps, lists) to out, and its
+// numbers as they are printed: a PIN or a numeric key in a Secret is as
+// secret as a string, and a schema error quotes it ("got 12345678").
+// Values are parsed through JSON, so numbers are float64s here.
 func appendStrings(out []string, v any) []string {
 	switch t := v.(type) {
 	case string:
 		if len(t) >= minRedacted {
 			out = append(out, t)
+		}
+	case float64:
+		if s := strconv.FormatFloat(t, 'f', -1, 64); len(s) >= minRedacted {
+			out = append(out, s)
 		}
 	case map[string]any:
 		for _, e := range t {
