@@ -86,7 +86,16 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	} else if rebuild && !due && (wait == 0 || failed.Wait < wait) {
 		wait = failed.Wait
 	}
-	if !due && !specNew && !webhookNew && !wasRefused && !grantNew && seen {
+	// A Bundle of the applied commit was deleted by hand: git says it
+	// should exist, so the commit is built again at once rather than at
+	// the next commit (as a HelmOp recreates its Bundle). Like a new grant
+	// it bypasses the timer once per set of gone Bundles (goneTried):
+	// while that rebuild fails, its backoff applies.
+	gone := strings.Join(r.goneBundles(ctx, repo), ",")
+	r.mu.Lock()
+	goneNew := gone != "" && r.goneTried[key] != gone
+	r.mu.Unlock()
+	if !due && !specNew && !webhookNew && !wasRefused && !grantNew && !goneNew && seen {
 		last.PollingDisabled = repo.Spec.DisablePolling
 		return last, wait
 	}
@@ -95,9 +104,10 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.mu.Lock()
 	r.attempted[key] = stamp
 	r.grantTried[key] = grant
+	r.goneTried[key] = gone
 	r.mu.Unlock()
 
-	retrySync := (seen && last.SyncErr != nil) || grantChanged || buildFailed
+	retrySync := (seen && last.SyncErr != nil) || grantChanged || buildFailed || gone != ""
 	err = r.poll(ctx, repo, authorized, attempt{retrySync: retrySync, grant: grant}, &out)
 	// Only a failed ref lookup (or an unusable spec) backs the poll off;
 	// a failed build has its own schedule (RecordSync in poll).
@@ -106,6 +116,8 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	r.last[key] = out
 	if err == nil && out.SyncErr == nil {
 		r.granted[key] = grant
+		// Rebuilt: a later deletion of the same Bundles is new again.
+		delete(r.goneTried, key)
 	}
 	r.mu.Unlock()
 	if failed, ok := r.Opts.Tracker.FailedSync(key); ok && err == nil && out.SyncErr != nil {
@@ -279,6 +291,9 @@ func isTransientNetError(err error) bool {
 		request *url.Error
 	)
 	switch {
+	case bundlereader.IsTemporary(err):
+		// A chart repository or registry answering 5xx, 429 or 408.
+		return true
 	case errors.As(err, &op), errors.As(err, &dns):
 		return true
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
@@ -294,10 +309,12 @@ func isTransientNetError(err error) bool {
 
 // isRejected reports a Bundle (or its values Secret) the API server
 // refused as invalid (422, e.g. a value its CRD schema does not allow) or
-// malformed (400), or values apply cannot store: input errors, which
-// writing the same Bundle again will not fix.
+// malformed (400), values apply cannot store, or a bundle name another
+// GitRepo's Bundle holds: input errors, which writing the same Bundle
+// again will not fix.
 func isRejected(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, apply.ErrInvalidValues)
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		errors.Is(err, apply.ErrInvalidValues) || errors.Is(err, apply.ErrOwnedByOther)
 }
 
 // sync fetches commit, builds its Bundles and applies them. Nothing is
@@ -339,11 +356,15 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	if err != nil {
 		return &syncError{reason: ReasonBuildFailed, stalled: isReadInputError(err), err: fmt.Errorf("commit %s: %w", short(fetched), err)}
 	}
-	if _, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
+	res, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
 		Namespace:     repo.Namespace,
 		PruneSelector: map[string]string{fleet.RepoLabel: repo.Name},
 		Reader:        r.APIReader,
-	}); err != nil {
+	})
+	// Before the deletions' events come back: what this apply pruned must
+	// not look deleted by hand (goneBundles).
+	r.recordBuilt(repo, bundles, res, err)
+	if err != nil {
 		if isRejected(err) {
 			// The API server refused a Bundle as built from this commit:
 			// writing it again cannot help until the commit or the

@@ -41,6 +41,10 @@ func TestReadInputErrors(t *testing.T) {
 		{name: "DNS failure", err: request(&net.DNSError{Err: "no such host", Name: "charts", IsNotFound: true}), input: false},
 		{name: "timeout", err: fmt.Errorf("bundle a: %w", context.DeadlineExceeded), input: false},
 		{name: "connection closed before the answer", err: request(io.EOF), input: false},
+		{name: "chart repository answers 503", err: fmt.Errorf("bundle a: helm repository http://charts: %w",
+			&bundlereader.HTTPStatusError{URL: "http://charts/index.yaml", StatusCode: 503, Status: "503 Service Unavailable"}), input: false},
+		{name: "chart repository answers 429", err: &bundlereader.HTTPStatusError{URL: "http://charts/index.yaml", StatusCode: 429, Status: "429 Too Many Requests"}, input: false},
+		{name: "chart repository answers 404 (typed)", err: &bundlereader.HTTPStatusError{URL: "http://charts/x.tgz", StatusCode: 404, Status: "404 Not Found"}, input: true},
 	} {
 		if got := isReadInputError(tc.err); got != tc.input {
 			t.Errorf("%s: input %v, want %v (%v)", tc.name, got, tc.input, tc.err)
@@ -65,6 +69,7 @@ func TestRejectedByAPIServer(t *testing.T) {
 		{name: "conflict", err: fmt.Errorf("bundle ns/app: %w", apierrors.NewConflict(gr, "app", errors.New("changed"))), rejected: false},
 		{name: "unavailable", err: fmt.Errorf("bundle ns/app: %w", apierrors.NewServiceUnavailable("later")), rejected: false},
 		{name: "being deleted", err: fmt.Errorf("bundle ns/app: %w", apply.ErrBeingDeleted), rejected: false},
+		{name: "name taken by another GitRepo", err: fmt.Errorf("bundle ns/app: %w", apply.ErrOwnedByOther), rejected: true},
 	} {
 		if got := isRejected(tc.err); got != tc.rejected {
 			t.Errorf("%s: rejected %v, want %v", tc.name, got, tc.rejected)
