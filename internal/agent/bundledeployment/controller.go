@@ -76,6 +76,11 @@ type Reconciler struct {
 	mu       sync.Mutex
 	applied  map[types.NamespacedName]*appliedState
 	failures map[types.NamespacedName]*failure
+	// refused are the BundleDeployments whose last deploy was refused
+	// because another, live BundleDeployment owns their release (the
+	// owner's name, as deployer.ReleaseOwner gave it): the owner's
+	// deletion retries them at once (wakeRefused), not after their backoff.
+	refused map[types.NamespacedName]string
 
 	// locks serialize what is done for one BundleDeployment: its
 	// reconcile and the garbage collection of its releases (see lock).
@@ -176,6 +181,7 @@ func Setup(ctx context.Context, o Options) error {
 		opts:      o,
 		applied:   map[types.NamespacedName]*appliedState{},
 		failures:  map[types.NamespacedName]*failure{},
+		refused:   map[types.NamespacedName]string{},
 	}
 	r.watcher, err = drift.NewWatcher(ctx, drift.WatcherOptions{
 		Config: o.Downstream, Label: deployer.SetHashLabel, Notify: r.driftEvent,
@@ -233,9 +239,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	bd := &fleet.BundleDeployment{}
 	if err := r.client.Get(ctx, req.NamespacedName, bd); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.cleanup(ctx, req.NamespacedName)
+			err := r.cleanup(ctx, req.NamespacedName)
+			r.wakeRefused(req.Name)
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, err
+	}
+	if bd.DeletionTimestamp != nil {
+		// Its release may be taken over now (see takeOver).
+		r.wakeRefused(bd.Name)
 	}
 	if bd.Spec.Paused {
 		// Paused: no deploy, no drift watch (as in Fleet). Resuming picks
@@ -362,6 +374,13 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
 	m, err := r.manifest(ctx, bd)
+	var takeOver string
+	if err == nil {
+		// Before the namespace is prepared or anything copied into it:
+		// a release another live BundleDeployment owns is refused with
+		// nothing written.
+		takeOver, err = r.takeOver(ctx, bd, opts)
+	}
 	if err == nil && len(opts.DownstreamResources) > 0 {
 		// Before downstream resources are copied into it: a restricted
 		// namespace must already exist and match. (Deploy checks it too,
@@ -369,16 +388,17 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		err = r.deployer.CheckTargetNamespace(ctx, opts)
 	}
 	if err == nil {
-		err = r.copyDownstreamResources(ctx, bd, opts)
+		err = r.copyDownstreamResources(ctx, bd, opts, takeOver)
 	}
 	var rel *deployer.Release
 	if err == nil {
 		// valuesFrom is read as the identity the bundle deploys with.
 		rel, err = r.deployer.Deploy(deployer.WithServiceAccount(ctx, opts.ServiceAccount), deployer.Input{
 			Name: bd.Name, DeploymentID: bd.Spec.DeploymentID, Commit: bd.Labels[fleet.CommitLabel],
-			Options: opts, Manifest: m,
+			Options: opts, Manifest: m, TakeOver: takeOver,
 		})
 	}
+	r.noteRefused(key, err)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
 		setDeployError(bd, err)
@@ -502,7 +522,8 @@ func driftOptions(o fleet.BundleDeploymentOptions) drift.Options {
 // cleanup uninstalls the releases of a BundleDeployment that is gone
 // (keeping the objects when it asked for keepResources) and deletes its
 // copies of downstreamResources (also kept with keepResources), as Rancher
-// Fleet does when a cluster is no longer targeted. Each release is removed
+// Fleet does when a cluster is no longer targeted; not a release another
+// live BundleDeployment claims (claimedByOthers). Each release is removed
 // as the identity that deployed it (deployer.Uninstall), each copy as the
 // identity that made it: what that identity may not do fails the clean-up,
 // which is retried (the reconcile's backoff, then garbage collection) and
@@ -513,6 +534,7 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	st := r.applied[key]
 	delete(r.applied, key)
 	delete(r.failures, key)
+	delete(r.refused, key)
 	r.mu.Unlock()
 	all, err := r.deployer.Releases(ctx)
 	if err != nil {
@@ -523,6 +545,13 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 		if ref.BundleDeployment == key.Name {
 			refs = append(refs, ref)
 		}
+	}
+	// A release another live BundleDeployment claims (the app moved to
+	// another bundle) is left for it to take over, with the copies in its
+	// namespace, which the new one may use or adopt.
+	handedOver, keptNS, err := r.claimedByOthers(ctx, key, refs)
+	if err != nil {
+		return err
 	}
 	// Copies live in the release namespace. When this process deployed
 	// the BundleDeployment it knows whether there are any; otherwise (a
@@ -543,6 +572,9 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	var errs []error
 	if !keep {
 		for ns := range copies {
+			if keptNS[ns] {
+				continue
+			}
 			errs = append(errs, r.deleteCopies(ctx, key.Name, ns, nil))
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -550,6 +582,11 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 		}
 	}
 	for _, ref := range refs {
+		if handedOver[ref] {
+			ctrl.LoggerFrom(ctx).Info("keeping release another bundledeployment claims, for it to take over",
+				"release", ref.Namespace+"/"+ref.Name, "bundledeployment", key.Name)
+			continue
+		}
 		in := deployer.UninstallInput{
 			ReleaseName: ref.Name, Namespace: ref.Namespace, BundleDeployment: key.Name,
 			KeepResources: ref.KeepResources, DeleteNamespace: ref.DeleteNamespace,

@@ -93,8 +93,11 @@ func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (
 // when createNamespace is false) and the deletions can do no more than the
 // release could. An object of a copy's name that is not a copy made for
 // this BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) is
-// never overwritten: the deploy fails and says so.
-func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) error {
+// never overwritten: the deploy fails and says so, except a copy made for
+// takeOver, the BundleDeployment whose release this deploy takes over
+// (gone or being deleted, see takeOver): that copy becomes this one's, so
+// the app keeps its Secret or ConfigMap through the move.
+func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions, takeOver string) error {
 	ns := deployer.ReleaseNamespace(opts)
 	if len(opts.DownstreamResources) == 0 {
 		// Copies of an earlier deployment of this process go; without one
@@ -120,7 +123,7 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 			if err := r.apiReader.Get(ctx, key, src); err != nil {
 				return fmt.Errorf("downstreamResources: secret %s: %w", dr.Name, err)
 			}
-			err = copyObject(ctx, core.Secrets(ns), bd.Name, opts.ServiceAccount, "secret", &corev1.Secret{
+			err = copyObject(ctx, core.Secrets(ns), copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount}, "secret", &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Type: src.Type, Data: src.Data,
 			}, func(dst, cur *corev1.Secret) { cur.Type, cur.Data, cur.StringData = dst.Type, dst.Data, nil })
 		case "configmap":
@@ -128,7 +131,7 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 			if err := r.apiReader.Get(ctx, key, src); err != nil {
 				return fmt.Errorf("downstreamResources: configmap %s: %w", dr.Name, err)
 			}
-			err = copyObject(ctx, core.ConfigMaps(ns), bd.Name, opts.ServiceAccount, "configmap", &corev1.ConfigMap{
+			err = copyObject(ctx, core.ConfigMaps(ns), copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount}, "configmap", &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Data: src.Data, BinaryData: src.BinaryData,
 			}, func(dst, cur *corev1.ConfigMap) { cur.Data, cur.BinaryData = dst.Data, dst.BinaryData })
 		default:
@@ -201,14 +204,22 @@ type objectClient[T any] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
+// copyOwner is who copyObject copies for: the BundleDeployment bd, with the
+// serviceAccount it deploys as, and takeOver (empty: none), the
+// BundleDeployment whose copies it may adopt.
+type copyOwner struct {
+	bd, takeOver, serviceAccount string
+}
+
 // copyObject creates dst, or updates the object of its name (set copies
-// dst's content into it) when that is a copy made for bdName; any other
-// object of that name is left alone and reported. Copies carry the
-// serviceAccount the bundle names, so that they are deleted as the
-// identity that made them, also by a restarted agent.
-func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], bdName, serviceAccount, kind string, dst T, set func(dst, cur T)) error {
-	mark := func(o T) {
-		l, a := o.GetLabels(), o.GetAnnotations()
+// dst's content into it) when that is a copy made for o.bd (or o.takeOver,
+// then made o.bd's); any other object of that name is left alone and
+// reported. Copies carry the serviceAccount the bundle names, so that they
+// are deleted as the identity that made them, also by a restarted agent.
+func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyOwner, kind string, dst T, set func(dst, cur T)) error {
+	bdName, serviceAccount := o.bd, o.serviceAccount
+	mark := func(obj T) {
+		l, a := obj.GetLabels(), obj.GetAnnotations()
 		if l == nil {
 			l = map[string]string{}
 		}
@@ -217,15 +228,16 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], bdName,
 		}
 		l[fleet.BundleDeploymentLabel] = bdName
 		a[fleet.ServiceAccountAnnotation] = serviceAccount
-		o.SetLabels(l)
-		o.SetAnnotations(a)
+		obj.SetLabels(l)
+		obj.SetAnnotations(a)
 	}
 	cur, err := c.Get(ctx, dst.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		mark(dst)
 		_, err = c.Create(ctx, dst, metav1.CreateOptions{FieldManager: deployer.FieldManager})
-	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName:
+	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName &&
+		(o.takeOver == "" || cur.GetLabels()[fleet.BundleDeploymentLabel] != o.takeOver):
 		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (label %s=%s); it is left unchanged",
 			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName)
 	case err == nil:
@@ -237,6 +249,104 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], bdName,
 		return fmt.Errorf("downstreamResources: %s %s/%s: %w", kind, dst.GetNamespace(), dst.GetName(), err)
 	}
 	return nil
+}
+
+// takeOver decides whether bd may deploy its release when another
+// BundleDeployment owns it (deployer.ReleaseOwner; "" and nil when none
+// does). While the owner exists and is not being deleted, two live bundles
+// share a releaseName in one namespace: the deploy is refused
+// (deployer.ReleaseOwnedError), before anything is written. When the owner
+// is gone or being deleted, the app moved to bd (a renamed GitRepo or
+// bundle, a path moved to another GitRepo: the new bundle is created and
+// the old pruned in the same sync), and bd takes the release over by
+// upgrading it, as Rancher Fleet does: nothing is deleted and re-created.
+// The owner is looked for among the cached BundleDeployments of the
+// cluster namespace, by a name that may be cut (deployer.IsOwnerName): a
+// cut name never makes a live owner look gone.
+func (r *Reconciler) takeOver(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) (string, error) {
+	owner, err := r.deployer.ReleaseOwner(ctx, bd.Name, opts)
+	if err != nil || owner == "" {
+		return "", err
+	}
+	list := &fleet.BundleDeploymentList{}
+	if err := r.client.List(ctx, list, client.InNamespace(bd.Namespace)); err != nil {
+		return "", fmt.Errorf("listing bundledeployments to find the owner of release %s: %w", deployer.ReleaseName(bd.Name, opts), err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name != bd.Name && o.DeletionTimestamp == nil && deployer.IsOwnerName(owner, o.Name) {
+			return "", &deployer.ReleaseOwnedError{
+				Release: deployer.ReleaseName(bd.Name, opts), Namespace: deployer.ReleaseNamespace(opts), Owner: owner,
+			}
+		}
+	}
+	ctrl.LoggerFrom(ctx).Info("taking over release of a bundledeployment that is gone or being deleted",
+		"release", deployer.ReleaseNamespace(opts)+"/"+deployer.ReleaseName(bd.Name, opts), "from", owner)
+	return owner, nil
+}
+
+// noteRefused remembers whether the deploy of key was refused because a
+// live BundleDeployment owns its release (err, the deploy's outcome), so
+// that the owner's deletion retries it (wakeRefused).
+func (r *Reconciler) noteRefused(key types.NamespacedName, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if owned := (*deployer.ReleaseOwnedError)(nil); errors.As(err, &owned) {
+		r.refused[key] = owned.Owner
+		return
+	}
+	delete(r.refused, key)
+}
+
+// wakeRefused retries at once, without their backoff, the deploys refused
+// because BundleDeployment name owned their release: it is gone or being
+// deleted, so they take the release over now, instead of up to 10 minutes
+// later with the app removed meanwhile.
+func (r *Reconciler) wakeRefused(name string) {
+	var wake []types.NamespacedName
+	r.mu.Lock()
+	for key, owner := range r.refused {
+		if deployer.IsOwnerName(owner, name) {
+			wake = append(wake, key)
+			delete(r.refused, key)
+			delete(r.failures, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, key := range wake {
+		r.driftEvent(key)
+	}
+}
+
+// claimedByOthers are those of refs (releases of the BundleDeployment key,
+// which is gone) that another BundleDeployment of the cluster namespace,
+// existing and not being deleted, claims: its helm.releaseName (or
+// name) and namespace are the release's; and their namespaces. Its deploy
+// takes the release over (see takeOver), so the clean-up must not
+// uninstall it, whichever of the two the agent sees first.
+func (r *Reconciler) claimedByOthers(ctx context.Context, key types.NamespacedName, refs []deployer.ReleaseRef) (
+	claimed map[deployer.ReleaseRef]bool, namespaces map[string]bool, err error) {
+	if len(refs) == 0 {
+		return nil, nil, nil
+	}
+	list := &fleet.BundleDeploymentList{}
+	if err := r.client.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+		return nil, nil, fmt.Errorf("listing bundledeployments before removing the releases of %s: %w", key.Name, err)
+	}
+	claimed, namespaces = map[deployer.ReleaseRef]bool{}, map[string]bool{}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == key.Name || o.DeletionTimestamp != nil {
+			continue
+		}
+		ns, name := deployer.ReleaseNamespace(o.Spec.Options), deployer.ReleaseName(o.Name, o.Spec.Options)
+		for _, ref := range refs {
+			if ref.Namespace == ns && ref.Name == name {
+				claimed[ref], namespaces[ns] = true, true
+			}
+		}
+	}
+	return claimed, namespaces, nil
 }
 
 // dependenciesReady checks dependsOn against the BundleDeployments of the

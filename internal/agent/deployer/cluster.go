@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/storage"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // ensureNamespace creates the release namespace (unless createNamespace is
@@ -321,6 +324,40 @@ func (d *Deployer) values(ctx context.Context, releaseNS string, h *fleet.HelmOp
 		out = mergeValues(out, m)
 	}
 	return out, sensitive, nil
+}
+
+// ReleaseOwner is the BundleDeployment other than bdName that the release
+// bdName's options name (ReleaseName in ReleaseNamespace) belongs to: the
+// one its latest revision records (see otherOwner); empty when there is no
+// such release or it is bdName's. The name may be a storage label cut to
+// fit (see IsOwnerName). It is one list of the release's storage, read as
+// the agent's own identity before anything is written, so that the caller
+// can refuse the deploy, or let it take the release over from an owner
+// that is gone, before it prepares the namespace.
+func (d *Deployer) ReleaseOwner(ctx context.Context, bdName string, opts fleet.BundleDeploymentOptions) (string, error) {
+	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
+	sig, err := d.signer(ctx)
+	if err != nil {
+		return "", err
+	}
+	// Only what the agent signed counts, as in Deploy (releaseStore).
+	store := newReleaseStore(newReleaseSecrets(d.core.Secrets(ns)))
+	store.sig, store.namespace = sig, ns
+	store.SetLogger(slog.DiscardHandler)
+	last, err := d.lastRelease(&action.Configuration{Releases: storage.Init(store)}, name)
+	if err != nil {
+		return "", fmt.Errorf("reading release %s/%s: %w", ns, name, err)
+	}
+	return otherOwner(last, bdName), nil
+}
+
+// IsOwnerName reports whether owner, a name ReleaseOwner or a
+// ReleaseOwnedError gives, may be BundleDeployment bdName: the same name,
+// or bdName cut to fit a storage label (a release stored without the full
+// name in its chart). Callers that look for a live owner must take either
+// as that owner, never decide it is gone because a cut name is not found.
+func IsOwnerName(owner, bdName string) bool {
+	return owner != "" && (owner == bdName || owner == names.Limit(bdName, maxLabelValue))
 }
 
 // missingKey is the error for a valuesFrom object that exists but lacks

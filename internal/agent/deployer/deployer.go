@@ -148,6 +148,13 @@ type Input struct {
 	// values Secret already merged into helm.values.
 	Options  fleet.BundleDeploymentOptions
 	Manifest *manifest.Manifest
+	// TakeOver is the BundleDeployment, as ReleaseOwner named it, whose
+	// release this deploy upgrades and records as its own. The caller
+	// sets it only when that BundleDeployment is gone or being deleted
+	// (an app moved to another bundle under the same helm.releaseName):
+	// otherwise a release another BundleDeployment owns is refused
+	// (ReleaseOwnedError).
+	TakeOver string
 }
 
 // Release is a deployed release and its objects.
@@ -283,12 +290,14 @@ func (d *Deployer) actionConfig(ctx context.Context, namespace, serviceAccount s
 
 // ReleaseOwnedError is a deploy refused because its release (helm.releaseName
 // in the release namespace) is stored for another BundleDeployment of this
-// agent. Helm knows a release only by name: upgrading it would replace the
-// other bundle's objects with this one's, and the two would take it from
-// each other on every deploy. It is bad input (errors.Is ErrRender): one
-// of the bundles must change its releaseName or namespace. Nothing is
-// written, and the retry (the usual backoff) deploys once the other's
-// release is gone.
+// agent that still exists. Helm knows a release only by name: upgrading it
+// would replace the other bundle's objects with this one's, and the two
+// would take it from each other on every deploy. It is bad input (errors.Is
+// ErrRender): one of the bundles must change its releaseName or namespace.
+// The agent checks it (ReleaseOwner) before it prepares the namespace or
+// copies downstreamResources, so a refused deploy writes nothing; it is
+// retried once the owner is gone or being deleted, and then takes the
+// release over (Input.TakeOver), as Rancher Fleet's upgrade does.
 type ReleaseOwnedError struct {
 	Release, Namespace string
 	// Owner is the BundleDeployment the release's latest revision records.
@@ -373,9 +382,12 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err != nil {
 		return nil, err
 	}
-	if owner := otherOwner(last, in.Name); owner != "" {
+	if owner := otherOwner(last, in.Name); owner != "" && owner != in.TakeOver {
 		// Checked before anything is written: the other's release,
-		// objects and namespace stay as they are.
+		// objects and namespace stay as they are. A release taken over
+		// (its owner gone) is upgraded: objects of the same name keep
+		// their identity (no delete and re-create of PVCs, generated
+		// Secrets), and the new revision records in.Name.
 		return nil, &ReleaseOwnedError{Release: name, Namespace: ns, Owner: owner}
 	}
 	if last == nil {
