@@ -72,3 +72,12 @@ func TestSecretNumbersMasked(t *testing.T) {
 		t.Fatalf("masked as %q: want the PIN masked and the short number kept", got)
 	}
 }
+
+// TestURLCredentialsMasked: a URL with credentials in a message is masked
+// even when its value sat under a key that names no credential.
+func TestURLCredentialsMasked(t *testing.T) {
+	got := redactValues(errors.New(`at '/database/url': 'postgres://app:hunter2@db.example.com/app' is not valid`), nil).Error()
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "db.example.com/app") {
+		t.Fatalf("masked as %q: want the password masked and the host kept", got)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fleetgo/fleet/internal/redact"
 )
 
 // minRedacted is the shortest value redactValues masks. Masking is by
@@ -81,8 +83,12 @@ func appendStrings(out []string, v any) []string {
 // Strings in public are never masked: they are the release's name and
 // namespace and the BundleDeployment's, which its spec shows anyway and
 // which the message needs. errors.Is and errors.As still see err.
+//
+// Credentials written into URLs (a database DSN, a webhook URL in values
+// under an innocent key) are masked as well (redact.URL): the user
+// information of every URL with a scheme in the message.
 func redactValues(err error, values []string, public ...string) error {
-	if err == nil || len(values) == 0 {
+	if err == nil {
 		return err
 	}
 	msg := err.Error()
@@ -98,6 +104,7 @@ func redactValues(err error, values []string, public ...string) error {
 	for _, f := range slices.Compact(forms) {
 		masked = strings.ReplaceAll(masked, f, "(redacted)")
 	}
+	masked = redact.URL(masked)
 	if masked == msg {
 		return err
 	}
