@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/policy"
 )
 
 // defaultGitCredential is the client Secret a GitRepo that names none uses
@@ -128,19 +129,12 @@ func (r *Reconciler) credentialSecrets(ctx context.Context, ns string) (map[stri
 // addPolicyCredentials adds the credential names of the Policies of ns
 // (none while the API server does not serve Policies).
 func (r *Reconciler) addPolicyCredentials(ctx context.Context, ns string, add func(name, why string)) error {
-	reader := r.policyReader()
-	if reader == nil {
-		return nil
-	}
-	var policies fleet.PolicyList
-	if err := reader.List(ctx, &policies, client.InNamespace(ns)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil
-		}
+	policies, err := policy.List(ctx, r.policyReader(), ns)
+	if err != nil {
 		return fmt.Errorf("listing Policies of %s: %w", ns, err)
 	}
-	for i := range policies.Items {
-		p := &policies.Items[i]
+	for i := range policies {
+		p := &policies[i]
 		if g := p.GitRepo; g != nil {
 			why := "Policy " + p.Name + " names it as a GitRepo client Secret"
 			add(g.DefaultClientSecretName, why)
