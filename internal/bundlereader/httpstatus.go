@@ -63,3 +63,13 @@ func IsTemporary(err error) bool {
 	}
 	return false
 }
+
+// IsInvalidInput reports the reader's typed input errors: a file that does
+// not parse (ParseError), a HelmOp spec it cannot use (ErrInvalidSpec) or
+// a limit exceeded (ErrLimit). Reading the same input again fails the
+// same way, so callers stop rather than retry. Other input errors (a
+// missing path, a chart repository answering 404) are not typed.
+func IsInvalidInput(err error) bool {
+	var parse *ParseError
+	return errors.As(err, &parse) || errors.Is(err, ErrInvalidSpec) || errors.Is(err, ErrLimit)
+}

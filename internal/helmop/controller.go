@@ -287,8 +287,7 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		Limits:           r.Opts.BundleLimits,
 	})
 	if err != nil {
-		var parse *bundlereader.ParseError
-		if errors.As(err, &parse) || errors.Is(err, bundlereader.ErrInvalidSpec) || errors.Is(err, bundlereader.ErrLimit) {
+		if bundlereader.IsInvalidInput(err) {
 			return "", &inputError{err}
 		}
 		return "", err

@@ -255,19 +255,13 @@ func isInputError(err error) bool {
 // isReadInputError tells a bundlereader failure that only a change of the
 // commit or of the GitRepo can fix (Stalled) from one that a retry may fix
 // (Reconciling): a chart repository, registry or git host that cannot be
-// reached for now. The bundlereader types the first kind only in part (the
-// HelmOp controller's input errors: ParseError, ErrInvalidSpec, ErrLimit);
+// reached for now. The bundlereader types the first kind only in part
+// (bundlereader.IsInvalidInput, the HelmOp controller's input errors);
 // most of a GitRepo's input errors (a missing path, a template that does
 // not render, a chart repository answering 401 or 404) are untyped, so
-// everything not recognisably transient counts as input. It depends only
-// on bundlereader's exported errors and the standard library, so that it
-// can move into bundlereader as is, for both controllers.
+// everything not recognisably transient counts as input.
 func isReadInputError(err error) bool {
-	var parse *bundlereader.ParseError
-	if errors.As(err, &parse) || errors.Is(err, bundlereader.ErrInvalidSpec) || errors.Is(err, bundlereader.ErrLimit) {
-		return true
-	}
-	return !isTransientNetError(err)
+	return bundlereader.IsInvalidInput(err) || !isTransientNetError(err)
 }
 
 // isTransientNetError reports an error of the network rather than of what
