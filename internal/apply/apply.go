@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -342,5 +344,26 @@ func OwnerOf(label string) func(context.Context, client.Object) []reconcile.Requ
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
+}
+
+// AllInNamespace maps any object to reconcile requests for every object of
+// newList's kind in the object's namespace, read from c (the cache): a
+// GitRepoRestriction or a Policy concerns every GitRepo or HelmOp of its
+// namespace. A failed list maps to nothing.
+func AllInNamespace(c client.Reader, newList func() client.ObjectList) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			if m, err := meta.Accessor(item); err == nil {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+			}
+			return nil
+		})
+		return out
 	}
 }

@@ -6,9 +6,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
@@ -67,15 +67,5 @@ func policyStamp(authorized *fleet.HelmOp, refusal error) string {
 // Policy change takes effect at once: a refused HelmOp is built when
 // allowed, one newly refused keeps its Bundle but is no longer built.
 func (r *Reconciler) policyHandler() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var ops fleet.HelmOpList
-		if err := r.Client.List(ctx, &ops, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(ops.Items))
-		for i := range ops.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ops.Items[i])})
-		}
-		return out
-	})
+	return handler.EnqueueRequestsFromMapFunc(apply.AllInNamespace(r.Client, func() client.ObjectList { return &fleet.HelmOpList{} }))
 }

@@ -10,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/target"
 )
@@ -135,15 +135,5 @@ func isRestricted(err error) bool {
 // once) when the restrictions or Policies change, and one they newly forbid
 // stops being fetched.
 func (r *Reconciler) restrictionHandler() handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		var repos fleet.GitRepoList
-		if err := r.Client.List(ctx, &repos, client.InNamespace(o.GetNamespace())); err != nil {
-			return nil
-		}
-		out := make([]reconcile.Request, 0, len(repos.Items))
-		for i := range repos.Items {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&repos.Items[i])})
-		}
-		return out
-	})
+	return handler.EnqueueRequestsFromMapFunc(apply.AllInNamespace(r.Client, func() client.ObjectList { return &fleet.GitRepoList{} }))
 }
