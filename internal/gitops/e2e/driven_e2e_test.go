@@ -13,11 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
-	"github.com/fleetgo/fleet/internal/contentapi/serve"
 	"github.com/fleetgo/fleet/internal/gitops/gittest"
-	"github.com/fleetgo/fleet/internal/manager"
-	"github.com/fleetgo/fleet/internal/testenv"
-	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
 // TestDrivenScanToDownstream: a GitRepo's spec.bundles deploys a kustomize
@@ -32,28 +28,9 @@ func TestDrivenScanToDownstream(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const ws = "driven-workspace"
 	const wait, poll = 120 * time.Second, 500 * time.Millisecond
-
-	down, err := testenv.Start(testenv.Options{Name: "gitops-driven-downstream", WithoutCRDs: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = down.Stop() }()
+	down, ws := startIsolated(t, ctx, "driven")
 	up := upstream.Client
-
-	mgr, err := manager.New(ctx, upstream.Config, manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
-		AgentCheckinInterval: 5 * time.Second, Workers: 4,
-		BootstrapNamespace: "fleet-local",
-		// As TestGitRepoToDownstream: no content API (and no APIService).
-		ContentAPI: serve.Options{Addr: "0"},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	go func() { _ = mgr.Start(ctx) }()
-	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())
-	_, _, err = fleettest.RegisterAgent(ctx, upstream, down, fleettest.Bootstrap{
-		Workspace: ws, TokenName: "driven-token", Labels: map[string]string{"env": "driven"},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
 
 	root := t.TempDir()
 	repo := gittest.NewRepo(t, root, "driven")
