@@ -261,6 +261,7 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 		r.recordWrite(bd, true)
 		return nil
 	}
+	untracked(bd)
 	if err := r.Update(ctx, bd); err != nil {
 		bd.Status = shown // the Bundle summary still shows the last report
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -270,6 +271,19 @@ func (r *Reconciler) putDeployment(ctx context.Context, bd, cached *fleet.Bundle
 	}
 	r.recordWrite(bd, false)
 	return nil
+}
+
+// untracked makes an update of bd reset its managedFields: one empty entry
+// clears them, and the API server tracks no field of an object that has
+// none on later updates that are not server-side applies, its spec's or
+// its status's. Tracking fields is about a fifth of the API server's CPU
+// for each of the two writes a rollout makes per cluster, this update and
+// the agent's status update (test/scale/apicost, docs/scale-history.md
+// "Twenty-seventh pass"). Nothing reads a deployment's managedFields: the
+// manager writes it whole and the agent writes its status whole. A
+// creation is always tracked; the first update clears it.
+func untracked(bd *fleet.BundleDeployment) {
+	bd.ManagedFields = []metav1.ManagedFieldsEntry{{}}
 }
 
 // adopt handles a create refused because the deployment exists although
@@ -290,6 +304,7 @@ func (r *Reconciler) adopt(ctx context.Context, bd *fleet.BundleDeployment) erro
 		return nil
 	}
 	bd.ResourceVersion = live.ResourceVersion
+	untracked(bd)
 	if err := r.Update(ctx, bd); err != nil {
 		return fmt.Errorf("adopting BundleDeployment %s/%s from shard %q: %w", bd.Namespace, bd.Name, live.Labels[fleet.ShardLabel], err)
 	}

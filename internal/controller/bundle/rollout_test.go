@@ -277,3 +277,44 @@ func TestMaxUnavailableHaltsAndOfflineDoesNotBlock(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRolloutLeavesDeploymentsUntracked checks that a rollout's writes
+// leave BundleDeployments without managedFields: the manager's update
+// resets them, and the agent's status update that follows adds none. The
+// API server tracks them on creation, so a deployment only rolled out once
+// has them.
+func TestRolloutLeavesDeploymentsUntracked(t *testing.T) {
+	f := newRolloutFixture(t, "untracked-ws", 2, nil, nil)
+	bds, err := bundleDeployments(f.ctx, f.ws, f.name)
+	must(t, err)
+	before := map[string]string{}
+	for cl, bd := range bds {
+		if len(bd.ManagedFields) == 0 {
+			t.Fatalf("%s: a created deployment has no managedFields; the API server is expected to track a creation", cl)
+		}
+		before[cl] = bd.Spec.DeploymentID
+	}
+	f.update(t)
+	eventually(t, 60*time.Second, func() error {
+		bds, err := bundleDeployments(f.ctx, f.ws, f.name)
+		if err != nil {
+			return err
+		}
+		for cl, bd := range bds {
+			if bd.Spec.DeploymentID == before[cl] {
+				return fmt.Errorf("%s: not rolled out yet", cl)
+			}
+		}
+		return playAgents(f.ctx, f.ws, f.name, nil, nil)
+	})
+	bds, err = bundleDeployments(f.ctx, f.ws, f.name)
+	must(t, err)
+	for cl, bd := range bds {
+		if bd.Status.AppliedDeploymentID != bd.Spec.DeploymentID {
+			t.Errorf("%s: the agent's report of %s was not kept", cl, bd.Spec.DeploymentID)
+		}
+		if len(bd.ManagedFields) != 0 {
+			t.Errorf("%s: managedFields after the rollout and the agent's status update: %+v", cl, bd.ManagedFields)
+		}
+	}
+}

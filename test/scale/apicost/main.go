@@ -151,6 +151,28 @@ func run(n, namespaces int, profile string) error {
 		{"get from etcd", func(i int) error {
 			return b.c.Get(b.ctx, client.ObjectKeyFromObject(bds[i]), &fleet.BundleDeployment{})
 		}},
+		// Since the twenty-seventh pass the manager's updates reset managedFields
+		// (one empty entry), and the API server then tracks no field of
+		// the deployment on later updates: these are a rollout's two writes
+		// now.
+		{"spec update, resetting managedFields", func(i int) error {
+			bds[i].Spec.DeploymentID += "y"
+			bds[i].ManagedFields = []metav1.ManagedFieldsEntry{{}}
+			return b.c.Update(b.ctx, bds[i])
+		}},
+		{"next status, update, untracked", func(i int) error {
+			bds[i].Status = readyStatus(bds[i], "r4")
+			return b.c.Status().Update(b.ctx, bds[i])
+		}},
+		{"spec update, untracked (a rollout now)", func(i int) error {
+			bds[i].Spec.DeploymentID += "z"
+			bds[i].ManagedFields = []metav1.ManagedFieldsEntry{{}}
+			return b.c.Update(b.ctx, bds[i])
+		}},
+		{"next status, update, untracked (again)", func(i int) error {
+			bds[i].Status = readyStatus(bds[i], "r5")
+			return b.c.Status().Update(b.ctx, bds[i])
+		}},
 	}
 	for _, s := range steps {
 		if err := b.phase(s.name, s.f); err != nil {
