@@ -91,6 +91,28 @@ type BundleSpec struct {
 	// the spec.
 	// +optional
 	ValuesHash string `json:"valuesHash,omitempty"`
+
+	// HelmOpOptions is accepted so that Bundles written by Rancher Fleet's
+	// HelmOp controller (exported, or applied with strict field validation)
+	// are not refused for an unknown field. It is not acted on: this
+	// project's HelmOp controller reads its HelmOp's own spec, and the field
+	// never reaches BundleDeployments or their deploymentIDs.
+	// +optional
+	HelmOpOptions *BundleHelmOpOptions `json:"helmOpOptions,omitempty"`
+}
+
+// BundleHelmOpOptions are Rancher Fleet's HelmOp settings as copied into a
+// Bundle; kept for compatibility only (see BundleSpec.HelmOpOptions).
+type BundleHelmOpOptions struct {
+	// SecretName names a Secret with credentials for the Helm repository.
+	// +optional
+	SecretName string `json:"helmOpSecretName,omitempty"`
+	// InsecureSkipTLSverify skips TLS verification of the Helm repository.
+	// +optional
+	InsecureSkipTLSverify bool `json:"helmOpInsecureSkipTLSVerify,omitempty"`
+	// CABundle is a PEM bundle of CAs for the Helm repository.
+	// +optional
+	CABundle []byte `json:"helmOpCABundle,omitempty"`
 }
 
 // BundleResource is one file of a bundle.
@@ -108,26 +130,31 @@ type BundleResource struct {
 }
 
 // RolloutStrategy controls staged promotion of a new bundle version.
+//
+// Its int-or-string values take what Rancher Fleet takes, so fleet.yaml files
+// written for it are not refused: an int or a quoted count ("10"), clamped
+// to the number of clusters, or a percentage, possibly fractional ("12.5%")
+// or above 100% (all clusters), floored to a count of at least 1.
 type RolloutStrategy struct {
 	// MaxUnavailable is how many (or what percentage of) clusters may be
 	// unavailable during an update. Default 100%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) != int || self >= 0",message="must not be negative"
-	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+|[0-9]+(\.[0-9]+)?%)$`
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// MaxUnavailablePartitions is how many partitions may be unavailable
 	// before promotion stops. Default 0.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) != int || self >= 0",message="must not be negative"
-	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+|[0-9]+(\.[0-9]+)?%)$`
 	MaxUnavailablePartitions *intstr.IntOrString `json:"maxUnavailablePartitions,omitempty"`
 	// AutoPartitionSize is the size of automatic partitions. Default 25%.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) != int || self >= 0",message="must not be negative"
-	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+|[0-9]+(\.[0-9]+)?%)$`
 	AutoPartitionSize *intstr.IntOrString `json:"autoPartitionSize,omitempty"`
 	// AutoPartitionThreshold is the number of clusters from which automatic
 	// partitioning starts. Default 200.
@@ -151,7 +178,7 @@ type Partition struct {
 	Name string `json:"name,omitempty"`
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern=`^(100|[1-9]?[0-9])%$`
+	// +kubebuilder:validation:Pattern=`^([0-9]+|[0-9]+(\.[0-9]+)?%)$`
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// +optional
 	ClusterName string `json:"clusterName,omitempty"`

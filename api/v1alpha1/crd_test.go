@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,7 +155,7 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 		{"release name pattern", &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "upper", Namespace: n}, Spec: fleet.BundleSpec{
 			BundleDeploymentOptions: fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{ReleaseName: "My_Release"}}}}, "spec.helm.releaseName"},
 		{"rollout percentage", &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "pct", Namespace: n}, Spec: fleet.BundleSpec{
-			RolloutStrategy: &fleet.RolloutStrategy{MaxUnavailable: ptr.To(intstr.FromString("150%"))}}}, "spec.rolloutStrategy.maxUnavailable"},
+			RolloutStrategy: &fleet.RolloutStrategy{MaxUnavailable: ptr.To(intstr.FromString("lots%"))}}}, "spec.rolloutStrategy.maxUnavailable"},
 		{"rollout negative", &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "neg", Namespace: n}, Spec: fleet.BundleSpec{
 			RolloutStrategy: &fleet.RolloutStrategy{AutoPartitionSize: ptr.To(intstr.FromInt32(-1))}}}, "spec.rolloutStrategy.autoPartitionSize"},
 		{"customization mode", &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Name: "mode", Namespace: n}, Spec: fleet.BundleSpec{
@@ -207,4 +209,93 @@ func TestClustersAreIndependent(t *testing.T) {
 	b, err := other.KubeSystemUID(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a).NotTo(Equal(b), "each cluster has its own identity")
+}
+
+// rolloutFields are the int-or-string fields of a rollout strategy, as paths
+// under spec.rolloutStrategy.
+var rolloutFields = []string{"maxUnavailable", "maxUnavailablePartitions", "autoPartitionSize", "partitions[0].maxUnavailable"}
+
+// rawRolloutBundle is a Bundle whose rollout field (one of rolloutFields) is
+// value, as a fleet.yaml's rolloutStrategy arrives at the API server.
+func rawRolloutBundle(namespace, name, field string, value interface{}) *unstructured.Unstructured {
+	rs := map[string]interface{}{}
+	if f, ok := strings.CutPrefix(field, "partitions[0]."); ok {
+		rs["partitions"] = []interface{}{map[string]interface{}{"name": "p", "clusterGroup": "g", f: value}}
+	} else {
+		rs[field] = value
+	}
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "fleet.cattle.io/v1alpha1",
+		"kind":       "Bundle",
+		"metadata":   map[string]interface{}{"name": name, "namespace": namespace},
+		"spec":       map[string]interface{}{"rolloutStrategy": rs},
+	}}
+}
+
+// TestRolloutValuesAcceptRancherForms: rollout values take what Rancher
+// Fleet takes, so a fleet.yaml written for it (maxUnavailable: "10") does
+// not fail the GitRepo's sync: a quoted count, a fractional percentage and
+// one above 100%. Negative, non-numeric and spaced values are refused with
+// the field named.
+func TestRolloutValuesAcceptRancherForms(t *testing.T) {
+	ctx := context.Background()
+	c := upstream.Client
+	n := ns(t, c, "rollout-values")
+	for i, field := range rolloutFields {
+		for j, v := range []interface{}{"10", "12.5%", "150%", "0", "25%", int64(3)} {
+			t.Run(fmt.Sprintf("%s=%v accepted", field, v), func(t *testing.T) {
+				g := NewWithT(t)
+				obj := rawRolloutBundle(n, fmt.Sprintf("ok-%d-%d", i, j), field, v)
+				g.Expect(c.Create(ctx, obj, client.FieldValidation("Strict"))).To(Succeed())
+				got := &fleet.Bundle{}
+				g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+				rs := got.Spec.RolloutStrategy
+				read := map[string]*intstr.IntOrString{"maxUnavailable": rs.MaxUnavailable,
+					"maxUnavailablePartitions": rs.MaxUnavailablePartitions, "autoPartitionSize": rs.AutoPartitionSize}
+				if len(rs.Partitions) == 1 {
+					read["partitions[0].maxUnavailable"] = rs.Partitions[0].MaxUnavailable
+				}
+				g.Expect(read[field]).NotTo(BeNil())
+				g.Expect(read[field].String()).To(Equal(fmt.Sprint(v)))
+			})
+		}
+		for j, v := range []interface{}{"-1", "abc", "10 %", "-5%", "1.5", "%", ""} {
+			t.Run(fmt.Sprintf("%s=%q refused", field, v), func(t *testing.T) {
+				g := NewWithT(t)
+				err := c.Create(ctx, rawRolloutBundle(n, fmt.Sprintf("bad-%d-%d", i, j), field, v))
+				g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+				g.Expect(err.Error()).To(ContainSubstring("spec.rolloutStrategy." + field))
+			})
+		}
+	}
+}
+
+// TestBundleHelmOpOptionsAccepted: a Bundle as Rancher Fleet's HelmOp
+// controller writes it, with spec.helmOpOptions, is accepted under strict
+// field validation (kubectl's default) and read back with the field.
+func TestBundleHelmOpOptionsAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := upstream.Client
+	n := ns(t, c, "helmop-options")
+	ca := []byte("-----BEGIN CERTIFICATE-----\n")
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "fleet.cattle.io/v1alpha1",
+		"kind":       "Bundle",
+		"metadata":   map[string]interface{}{"name": "from-rancher", "namespace": n},
+		"spec": map[string]interface{}{
+			"helm": map[string]interface{}{"chart": "app", "repo": "https://charts.example.com"},
+			"helmOpOptions": map[string]interface{}{
+				"helmOpSecretName":            "helm-creds",
+				"helmOpInsecureSkipTLSVerify": true,
+				"helmOpCABundle":              base64.StdEncoding.EncodeToString(ca),
+			},
+		},
+	}}
+	g.Expect(c.Create(ctx, obj, client.FieldValidation("Strict"))).To(Succeed())
+	got := &fleet.Bundle{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(obj), got)).To(Succeed())
+	g.Expect(got.Spec.HelmOpOptions).To(Equal(&fleet.BundleHelmOpOptions{
+		SecretName: "helm-creds", InsecureSkipTLSverify: true, CABundle: ca,
+	}))
 }

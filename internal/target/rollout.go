@@ -2,6 +2,7 @@ package target
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,9 +27,14 @@ const (
 )
 
 // Limit turns an absolute or percentage value into a count out of count,
-// with Fleet's rounding: percentages are floored but at least 1, ints are
-// clamped to [0, count], and an empty set gives 1. The first non-nil value
-// wins.
+// with Fleet's rounding: percentages are floored but at least 1, absolute
+// counts are clamped to [0, count], and an empty set gives 1. The first
+// non-nil value wins.
+//
+// Strings are read as Rancher Fleet reads them, so that fleet.yaml files
+// written for it keep working: a string without "%" (maxUnavailable: "10")
+// is an absolute count, and a percentage may be fractional ("12.5%") or
+// above 100% (capped at count).
 func Limit(count int, vals ...*intstr.IntOrString) (int, error) {
 	if count <= 0 {
 		return 1, nil
@@ -44,27 +50,42 @@ func Limit(count int, vals ...*intstr.IntOrString) (int, error) {
 		return count, nil
 	}
 	if v.Type == intstr.Int {
-		i := v.IntValue()
-		switch {
-		case i > count:
-			return count, nil
-		case i < 0:
-			return 0, nil
+		return clampCount(v.IntValue(), count), nil
+	}
+	pct, isPct := strings.CutSuffix(v.StrVal, "%")
+	if !isPct {
+		i, err := strconv.Atoi(v.StrVal)
+		if err != nil {
+			return 0, invalidLimit(v.StrVal)
 		}
-		return i, nil
+		return clampCount(i, count), nil
 	}
-	pct, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
-	if err != nil {
-		return 0, fmt.Errorf("invalid value %q: want an integer or a percentage", v.StrVal)
+	return percentOf(pct, v.StrVal, count)
+}
+
+// clampCount applies Fleet's rule for absolute counts: above count becomes
+// count, below 0 becomes 0.
+func clampCount(i, count int) int {
+	return max(0, min(i, count))
+}
+
+// percentOf floors count*pct/100 as Rancher Fleet does (parsing pct as a
+// float, so "12.5" works), with a result of at least 1 and at most count:
+// above 100% is all of count.
+func percentOf(pct, raw string, count int) (int, error) {
+	f, err := strconv.ParseFloat(pct, 64)
+	// ParseFloat also takes "NaN" and "Inf", which are no percentage and
+	// have no integer value.
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, invalidLimit(raw)
 	}
-	i := count * pct / 100
-	if i <= 0 {
-		return 1, nil
-	}
-	if i > count {
-		return count, nil
-	}
-	return i, nil
+	// Capping first keeps huge values ("1e300%") from overflowing int.
+	f = max(0, min(f, 100))
+	return max(1, int(float64(count)*f)/100), nil
+}
+
+func invalidLimit(s string) error {
+	return fmt.Errorf("invalid value %q: want an integer count like \"10\" or a percentage like \"25%%\"", s)
 }
 
 // Plan is one target and the BundleDeployment to write for it.
@@ -280,6 +301,11 @@ func partitions(b *fleet.Bundle, rs *fleet.RolloutStrategy, plans []*Plan) ([]*P
 	n, err := Limit(len(plans), size)
 	if err != nil {
 		return nil, fmt.Errorf("rolloutStrategy.autoPartitionSize: %w", err)
+	}
+	// A quoted count of "0" disables auto-partitioning as an int 0 does
+	// (and chunks of 0 would never end).
+	if n <= 0 {
+		return []*Partition{{Name: AllPartition, Plans: plans}}, nil
 	}
 	sorted := append([]*Plan(nil), plans...)
 	sort.SliceStable(sorted, func(i, j int) bool { return KeyLess(sorted[i].Target, sorted[j].Target) })

@@ -31,6 +31,23 @@ func TestLimit(t *testing.T) {
 		{"100 percent", 7, []*intstr.IntOrString{s("100%")}, 7, false},
 		{"first non-nil wins", 10, []*intstr.IntOrString{nil, s("50%"), i(1)}, 5, false},
 		{"invalid string", 10, []*intstr.IntOrString{s("lots")}, 0, true},
+		// Rancher Fleet's string forms: a quoted count, a fractional or
+		// above-100 percentage.
+		{"quoted count", 10, []*intstr.IntOrString{s("3")}, 3, false},
+		{"quoted count above count", 10, []*intstr.IntOrString{s("30")}, 10, false},
+		{"quoted zero", 10, []*intstr.IntOrString{s("0")}, 0, false},
+		{"quoted negative", 10, []*intstr.IntOrString{s("-2")}, 0, false},
+		{"fractional percent floored", 10, []*intstr.IntOrString{s("12.5%")}, 1, false},
+		{"fractional percent", 40, []*intstr.IntOrString{s("12.5%")}, 5, false},
+		{"fractional percent rounds up to 1", 3, []*intstr.IntOrString{s("0.5%")}, 1, false},
+		{"percent above 100 capped", 10, []*intstr.IntOrString{s("150%")}, 10, false},
+		{"huge percent capped", 10, []*intstr.IntOrString{s("1e300%")}, 10, false},
+		{"space before percent", 10, []*intstr.IntOrString{s("10 %")}, 0, true},
+		{"bare percent", 10, []*intstr.IntOrString{s("%")}, 0, true},
+		{"NaN percent", 10, []*intstr.IntOrString{s("NaN%")}, 0, true},
+		{"Inf percent", 10, []*intstr.IntOrString{s("Inf%")}, 0, true},
+		{"fractional count", 10, []*intstr.IntOrString{s("2.5")}, 0, true},
+		{"empty string", 10, []*intstr.IntOrString{s("")}, 0, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -194,6 +211,9 @@ func TestAutoPartitions(t *testing.T) {
 		{"at threshold 25%", 200, nil, []string{"Partition 0 - 50", "Partition 50 - 100", "Partition 100 - 150", "Partition 150 - 200"}},
 		{"custom size and threshold", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromInt32(2))}, []string{"Partition 0 - 2", "Partition 2 - 4", "Partition 4 - 5"}},
 		{"threshold 0 disables", 500, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(0)}, []string{"All"}},
+		{"quoted size", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromString("2"))}, []string{"Partition 0 - 2", "Partition 2 - 4", "Partition 4 - 5"}},
+		{"fractional percent size", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromString("50.5%"))}, []string{"Partition 0 - 2", "Partition 2 - 4", "Partition 4 - 5"}},
+		{"quoted size 0 disables", 5, &fleet.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: ptrIS(intstr.FromString("0"))}, []string{"All"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
