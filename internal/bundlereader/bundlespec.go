@@ -2,8 +2,9 @@ package bundlereader
 
 // Assembling a bundle's spec from fleet.yaml and the reader's options:
 // chart properties propagated to customizations, values files, Helm
-// credentials by path, kustomize and overlay checks, command-line/GitRepo
-// options, targets and labels. read.go reads the bundles with these.
+// credentials by path, command-line/GitRepo options, targets and labels
+// (kustomize.go: kustomize.dir and overlays). read.go reads the bundles
+// with these.
 
 import (
 	"fmt"
@@ -128,46 +129,6 @@ func mergeMaps(a, b map[string]interface{}) map[string]interface{} {
 		out[k] = v
 	}
 	return out
-}
-
-func checkKustomizeAndOverlays(files []file, root fleet.BundleDeploymentOptions, targets []fleet.BundleTarget) error {
-	check := func(prefix string, o fleet.BundleDeploymentOptions) error {
-		if o.Kustomize != nil && o.Kustomize.Dir != "" {
-			d := path.Clean(filepath.ToSlash(o.Kustomize.Dir))
-			if path.IsAbs(d) || d == ".." || strings.HasPrefix(d, "../") {
-				return fmt.Errorf("%skustomize.dir %q must be inside the bundle", prefix, o.Kustomize.Dir)
-			}
-			ok := false
-			for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-				ok = ok || hasFile(files, path.Join(d, n))
-			}
-			if !ok {
-				return fmt.Errorf("%skustomize.dir %q: no kustomization.yaml there", prefix, o.Kustomize.Dir)
-			}
-		}
-		if o.YAML != nil {
-			for _, ov := range o.YAML.Overlays {
-				dir := path.Join("overlays", ov) + "/"
-				found := false
-				for _, f := range files {
-					found = found || strings.HasPrefix(f.name, dir)
-				}
-				if !found {
-					return fmt.Errorf("%syaml.overlays: overlay %q not found (no files under overlays/%s/)", prefix, ov, ov)
-				}
-			}
-		}
-		return nil
-	}
-	if err := check("", root); err != nil {
-		return err
-	}
-	for i, t := range targets {
-		if err := check(targetLabel(i, t)+": ", t.BundleDeploymentOptions); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // applyOptions applies the command-line/GitRepo options over fleet.yaml.

@@ -313,12 +313,16 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 			}
 		}
 	}
-	fy, warnings, err := ParseFleetYAML(data)
-	for _, w := range warnings {
-		if in.opts.Warn != nil {
-			in.opts.Warn(fmt.Sprintf("%s: %s", path.Join(rel, yamlName), w))
+	// Warnings name the bundle by its options file.
+	warn := func(warnings []string) {
+		for _, w := range warnings {
+			if in.opts.Warn != nil {
+				in.opts.Warn(fmt.Sprintf("%s: %s", path.Join(rel, yamlName), w))
+			}
 		}
 	}
+	fy, warnings, err := ParseFleetYAML(data)
+	warn(warnings)
 	if err != nil {
 		return nil, &ParseError{Path: path.Join(rel, yamlName), Err: err}
 	}
@@ -387,9 +391,12 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 			}
 		}
 	}
-	if err := checkKustomizeAndOverlays(files, spec.BundleDeploymentOptions, targets); err != nil {
+	kwarnings, err := kustomizeWarnings(files, spec.BundleDeploymentOptions, targets)
+	if err != nil {
 		return nil, err
 	}
+	warn(kwarnings)
+	warn(overlayWarnings(files, spec.BundleDeploymentOptions, targets))
 
 	applyOptions(spec, in.opts)
 	spec.Targets, spec.TargetRestrictions = assembleTargets(targets, fy.OverrideTargets, in.opts)

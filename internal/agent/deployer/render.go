@@ -78,27 +78,14 @@ func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (sou
 		// the bundle root) post-processes the chart's output, so one
 		// chart can take per-cluster kustomize overlays. A chart without
 		// one deploys as Helm rendered it.
-		switch {
-		case opts.Kustomize != nil && opts.Kustomize.Dir != "":
-			dir := path.Clean(opts.Kustomize.Dir)
-			if _, ok := kustomizationFile(files, dir); !ok {
-				return source{}, fmt.Errorf("%w: kustomize.dir %q: no kustomization.yaml there", ErrRender, opts.Kustomize.Dir)
-			}
+		if dir := kustomizeDir(files, opts); dir != "" {
 			src.kustomize = &chartKustomization{files: files, dir: dir}
-		case hasKustomization(files, "."):
-			src.kustomize = &chartKustomization{files: files, dir: "."}
 		}
 		return src, nil
 	}
 	var docs []namedDoc
 	var err error
-	kdir := ""
-	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
-		kdir = path.Clean(opts.Kustomize.Dir)
-	} else if hasKustomization(files, ".") {
-		kdir = "."
-	}
-	if kdir != "" {
+	if kdir := kustomizeDir(files, opts); kdir != "" {
 		docs, err = kustomizeBuild(files, kdir)
 	} else {
 		var overlays []string
@@ -111,6 +98,24 @@ func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (sou
 		return source{}, fmt.Errorf("%w: %v", ErrRender, err)
 	}
 	return source{docs: docs}, nil
+}
+
+// kustomizeDir is the directory whose kustomization a bundle is built
+// with, "" for none. As in Rancher Fleet it is kustomize.dir (default the
+// bundle root) when a kustomization is there. A kustomize.dir without one
+// means no kustomize at all, not the root's: Rancher deploys such a bundle
+// as plain YAML (or a chart's output as rendered), and the bundle reader
+// warns about it, so a fleet.yaml written for Rancher deploys the same
+// here.
+func kustomizeDir(files map[string]string, opts fleet.BundleDeploymentOptions) string {
+	dir := "."
+	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
+		dir = path.Clean(opts.Kustomize.Dir)
+	}
+	if !hasKustomization(files, dir) {
+		return ""
+	}
+	return dir
 }
 
 type namedDoc struct {

@@ -92,6 +92,28 @@ func TestRenderKustomizeDir(t *testing.T) {
 	}
 }
 
+// TestRenderKustomizeDirWithoutKustomization: as in Rancher Fleet, a
+// kustomize.dir without a kustomization deploys the bundle without
+// kustomize (overlays applied), and does not fall back to a kustomization
+// at the bundle root.
+func TestRenderKustomizeDirWithoutKustomization(t *testing.T) {
+	files := map[string]string{
+		"kustomization.yaml":       "namespace: rootns\nresources: [a.yaml]\n",
+		"a.yaml":                   "kind: ConfigMap\napiVersion: v1\nmetadata: {name: a}\ndata: {x: '1'}\n",
+		"overlays/o1/a_patch.yaml": "data: {x: '9'}\n",
+	}
+	for _, dir := range []string{"missing", "overlays"} {
+		got := chartData(t, files, fleet.BundleDeploymentOptions{
+			Kustomize: &fleet.KustomizeOptions{Dir: dir},
+			YAML:      &fleet.YAMLOptions{Overlays: []string{"o1"}},
+		})
+		a, _, _ := strings.Cut(got[strings.Index(got, "manifests/a.yaml="):], "\n\n")
+		if !strings.Contains(a, "name: a") || !strings.Contains(a, `x: "9"`) || strings.Contains(a, "namespace: rootns") {
+			t.Fatalf("kustomize.dir %q: want plain YAML with the overlay, not the root kustomization:\n%s", dir, got)
+		}
+	}
+}
+
 func TestRenderChartNotFound(t *testing.T) {
 	_, err := render("b", mf(t, map[string]string{"a.yaml": "x: y"}), fleet.BundleDeploymentOptions{Helm: &fleet.HelmOptions{Chart: ".chart/x/c"}})
 	if !errors.Is(err, ErrRender) || !strings.Contains(err.Error(), "not found") {
