@@ -248,7 +248,11 @@ func (r *Reconciler) clusterHandler() handler.EventHandler {
 func (r *Reconciler) enqueueForCluster(ctx context.Context, q queue, versions ...*fleet.Cluster) {
 	c := versions[len(versions)-1]
 	groups := &fleet.ClusterGroupList{}
-	if err := r.List(ctx, groups, client.InNamespace(c.Namespace)); err != nil {
+	// Cluster events fire for every cluster of an outage (the Offline flip),
+	// so the lists here read the cache's objects without deep copies: the
+	// groups and bundles are only matched against (GroupsOf, NewBundleMatcher
+	// and MatchAny read them), never modified.
+	if err := r.List(ctx, groups, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	gs := make([]*fleet.ClusterGroup, len(groups.Items))
@@ -281,7 +285,7 @@ func (r *Reconciler) enqueueForCluster(ctx context.Context, q queue, versions ..
 	}
 	for _, ns := range r.namespacesSeeing(ctx, c.Namespace) {
 		bundles := &fleet.BundleList{}
-		if err := r.List(ctx, bundles, client.InNamespace(ns)); err != nil {
+		if err := r.List(ctx, bundles, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			continue
 		}
 		for i := range bundles.Items {
@@ -312,7 +316,8 @@ func (r *Reconciler) namespacesSeeing(ctx context.Context, clusterNS string) []s
 		return out
 	}
 	mappings := &fleet.BundleNamespaceMappingList{}
-	if err := r.List(ctx, mappings); err != nil {
+	// Runs on every cluster event; the mappings' selectors are only read.
+	if err := r.List(ctx, mappings, client.UnsafeDisableDeepCopy); err != nil {
 		return out
 	}
 	seen := map[string]bool{clusterNS: true}
@@ -337,7 +342,8 @@ func (r *Reconciler) namespaceWideHandler(nsOf func(client.Object) string) handl
 		var out []reconcile.Request
 		for _, ns := range r.namespacesSeeing(ctx, nsOf(o)) {
 			bundles := &fleet.BundleList{}
-			if err := r.List(ctx, bundles, client.InNamespace(ns)); err != nil {
+			// Only names are read: no deep copy of every bundle's spec.
+			if err := r.List(ctx, bundles, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 				continue
 			}
 			for i := range bundles.Items {
@@ -367,7 +373,8 @@ func (r *Reconciler) namespaceLabelHandler() handler.EventHandler {
 			for _, l := range lbls {
 				if sel.Matches(labels.Set(l)) {
 					bundles := &fleet.BundleList{}
-					if err := r.List(ctx, bundles, client.InNamespace(m.Namespace)); err == nil {
+					// Only names are read: no deep copy of every bundle's spec.
+					if err := r.List(ctx, bundles, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 						for i := range bundles.Items {
 							q.Add(req(bundles.Items[i].Namespace, bundles.Items[i].Name))
 						}

@@ -62,8 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	b := &fleet.Bundle{}
 	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.values.Delete(rq.NamespacedName)
-			r.invalidReported.Delete(rq.NamespacedName)
+			r.forgetBundle(rq.NamespacedName)
 			if moved, err := r.movedToOtherShard(ctx, rq.NamespacedName); moved || err != nil {
 				// Its new shard adopts the deployments (putDeployment).
 				return ctrl.Result{}, err
@@ -103,6 +102,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	}
 	res.RequeueAfter = sooner(res.RequeueAfter, statusWait)
 	return res, nil
+}
+
+// forgetBundle drops everything the reconciler remembers of a Bundle it no
+// longer has: deleted, or moved to another shard (which never reconciles
+// it here again, so nothing else would). Without it each such Bundle left
+// its status-write times and its deployments' write records behind for the
+// life of the process. The deployments' records are found by the Bundle
+// they name: this path is rare, so a scan of written is cheap enough.
+func (r *Reconciler) forgetBundle(key types.NamespacedName) {
+	r.values.Delete(key)
+	r.invalidReported.Delete(key)
+	r.statusWritten.Delete(key)
+	r.statusUnsure.Delete(key)
+	bundleKey := key.Namespace + "/" + key.Name
+	r.written.Range(func(k, v any) bool {
+		if w, ok := v.(writtenAt); ok && w.Bundle == bundleKey {
+			r.written.Delete(k)
+		}
+		return true
+	})
 }
 
 // movedToOtherShard reports whether a Bundle this shard's cache no longer
@@ -542,7 +561,15 @@ func (r *Reconciler) patchStatus(ctx context.Context, b *fleet.Bundle, old *flee
 		// Nothing was written: try again once the cache has caught up.
 		return jitter(time.Second), nil
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
+		// The Bundle is gone: nothing was written, and a write time
+		// stored now would only be dropped again if a NotFound reconcile
+		// followed, which nothing guarantees.
+		r.statusUnsure.Delete(key)
+		r.statusWritten.Delete(key)
+		return 0, nil
+	}
+	if err != nil {
 		r.statusUnsure.Store(key, true)
 		return 0, fmt.Errorf("writing Bundle status: %w", err)
 	}

@@ -74,8 +74,9 @@ type failedBundle struct {
 }
 
 // summarizeBundles adds up the Bundles' summaries (computed by the targeting
-// controller) and the BundleDeployments' resource counts.
-func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bundleStatus {
+// controller) and the BundleDeployments' resource counts. It only reads
+// the deployments, which may be the cache's own objects.
+func summarizeBundles(bundles []fleet.Bundle, bds []*fleet.BundleDeployment) bundleStatus {
 	var out bundleStatus
 	out.Count = len(bundles)
 	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
@@ -108,8 +109,7 @@ func summarizeBundles(bundles []fleet.Bundle, bds []fleet.BundleDeployment) bund
 	if len(out.Summary.NonReadyResources) > summary.MaxNonReadyResources {
 		out.Summary.NonReadyResources = out.Summary.NonReadyResources[:summary.MaxNonReadyResources]
 	}
-	for i := range bds {
-		bd := &bds[i]
+	for _, bd := range bds {
 		out.ResourceCounts.Add(bd.Status.ResourceCounts)
 		id := bd.Labels[fleet.ClusterNamespaceLabel] + "/" + bd.Labels[fleet.ClusterLabel]
 		if out.PerCluster == nil {

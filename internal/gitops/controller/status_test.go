@@ -25,7 +25,7 @@ func TestSummarizeBundles(t *testing.T) {
 			NonReadyResources: []fleet.NonReadyResource{{Name: "b", State: fleet.NotReady}}}),
 		bundle("a", 2, 1, fleet.BundleSummary{Ready: 3, DesiredReady: 3}),
 	}
-	bds := []fleet.BundleDeployment{
+	bds := []*fleet.BundleDeployment{
 		{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleet.ClusterNamespaceLabel: "ns1", fleet.ClusterLabel: "c1"}},
 			Status: fleet.BundleDeploymentStatus{ResourceCounts: fleet.ResourceCounts{Ready: 2, DesiredReady: 2}}},
 		{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{fleet.ClusterNamespaceLabel: "ns1", fleet.ClusterLabel: "c1"}},

@@ -136,7 +136,7 @@ func TestAPIServerRejectionIsInputError(t *testing.T) {
 	waitSynced(t, ns, "rej", c1, 1)
 
 	repo.Commit("master", map[string]string{
-		"apps/bad/fleet.yaml": "defaultNamespace: bad\nrolloutStrategy:\n  maxUnavailable: 150%\n",
+		"apps/bad/fleet.yaml": "defaultNamespace: bad\nrolloutStrategy:\n  maxUnavailable: ten percent\n",
 	})
 	fleettest.Eventually(t, timeout, func() error {
 		r := getRepo(t, ns, "rej")
