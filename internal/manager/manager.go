@@ -76,6 +76,13 @@ type Options struct {
 	// BootstrapNamespace, when non-empty, gets the local Cluster and the
 	// default ClusterGroup.
 	BootstrapNamespace string
+	// BootstrapClusterLabels are labels of the local Cluster besides
+	// name=local (chart value bootstrap.clusterLabels).
+	BootstrapClusterLabels map[string]string
+	// BootstrapRepo, when its Repo is set, is GitRepo "bootstrap" of
+	// BootstrapNamespace (chart values bootstrap.repo, secret, branch,
+	// paths).
+	BootstrapRepo registration.BootstrapRepo
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
 	// MaxInFlight bounds the manager's API requests in flight, watches and

@@ -23,6 +23,8 @@ func registrationOptions(opts Options) registration.Options {
 		APIServerURLDefaulted:       opts.apiServerURLDefaulted,
 		APIServerCA:                 opts.APIServerCA,
 		BootstrapNamespace:          opts.BootstrapNamespace,
+		BootstrapClusterLabels:      opts.BootstrapClusterLabels,
+		BootstrapRepo:               opts.BootstrapRepo,
 		AgentCheckinInterval:        opts.AgentCheckinInterval,
 		AgentTokenTTL:               opts.AgentTokenTTL,
 		AgentImage:                  opts.AgentImage,

@@ -1,19 +1,24 @@
 package registration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"strings"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
@@ -32,7 +37,25 @@ const (
 // binding the fleet chart installs, see ensureBootstrapIdentity),
 // refreshed at every start and by an import of the local cluster after it
 // ended.
-// Existing Cluster and ClusterGroup objects are left as the user made them.
+//
+// As Rancher Fleet's bootstrap (which re-applies its objects whenever the
+// manager starts), every start converges what the chart configures:
+//   - Cluster "local" carries name=local and Options.BootstrapClusterLabels
+//     (name=local wins over a clusterLabels entry "name", so that
+//     ClusterGroup "default" keeps selecting it). The labels are
+//     server-side applied by field manager bootstrapFieldOwner: a value
+//     changed by hand is set back, a key dropped from clusterLabels is
+//     removed, and labels users added by hand are left alone. The rest of
+//     an existing Cluster "local" (its spec) and ClusterGroup "default" are
+//     left as the user made them.
+//   - GitRepo "bootstrap" (when Options.BootstrapRepo.Repo is set) is
+//     server-side applied with the chart's repo, branch, paths and
+//     clientSecretName, so that changing the chart values changes it on
+//     the next start, as Rancher users expect; fields the chart does not
+//     set (targets, pollingInterval, ...) stay as users made them. It is
+//     never deleted: unsetting bootstrap.repo leaves it as it is, and a
+//     GitRepo "bootstrap" deleted by hand comes back on the next start
+//     while bootstrap.repo is set.
 type Bootstrap struct {
 	reconcilerBase
 }
@@ -87,12 +110,57 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	// shows why it is not imported, and the import runs once a later
 	// attempt here writes the kubeconfig.
 	_, kubeconfigErr := b.writeLocalKubeconfig(ctx)
+	if err := b.ensureLocalObjects(ctx); err != nil {
+		return err
+	}
+	return kubeconfigErr
+}
+
+// bootstrapFieldOwner owns what the bootstrap server-side applies to
+// objects users edit too (the labels of Cluster "local", GitRepo
+// "bootstrap"). It is apart from fieldOwner so that a later start removes
+// only what the bootstrap itself applied before and the chart no longer
+// asks for (Rancher's bootstrap applies with set ID fleet-bootstrap).
+const bootstrapFieldOwner = client.FieldOwner("fleet-bootstrap")
+
+// defaultBootstrapBranch is the branch of GitRepo "bootstrap" when
+// bootstrap.branch is empty (Rancher's chart default).
+const defaultBootstrapBranch = "master"
+
+// BootstrapRepo is the GitRepo "bootstrap" the fleet chart asks for, in
+// the format of Rancher Fleet's chart values.
+type BootstrapRepo struct {
+	// Repo is the git URL (bootstrap.repo); empty means no GitRepo.
+	Repo string
+	// Secret is the GitRepo's clientSecretName (bootstrap.secret), a
+	// Secret of the bootstrap namespace; empty means none.
+	Secret string
+	// Branch is the branch to follow (bootstrap.branch); empty means
+	// master.
+	Branch string
+	// Paths is a comma-separated list of paths (bootstrap.paths); empty
+	// means the repository root.
+	Paths string
+}
+
+// ensureLocalObjects creates Cluster "local" and ClusterGroup "default"
+// in the bootstrap namespace when they are missing, applies the labels
+// of Cluster "local" and, when configured, GitRepo "bootstrap" (see
+// Bootstrap for what is converged and what is left alone).
+func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
+	ns := b.Opts.BootstrapNamespace
+	// Created with name=local only, which no start ever removes: the
+	// labels of clusterLabels must be owned by the apply below alone, or a
+	// key later dropped from clusterLabels would stay.
 	cluster := &fleet.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: fleet.LocalClusterName, Namespace: ns, Labels: map[string]string{"name": fleet.LocalClusterName}},
 		Spec:       fleet.ClusterSpec{KubeConfigSecret: localKubeconfigSecret},
 	}
 	if err := b.Client.Create(ctx, cluster); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating local cluster: %w", err)
+	}
+	if err := applyBootstrapObject(ctx, b.Client, localClusterLabels(ns, b.Opts.BootstrapClusterLabels)); err != nil {
+		return err
 	}
 	group := &fleet.ClusterGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultClusterGroup, Namespace: ns},
@@ -101,7 +169,74 @@ func (b *Bootstrap) run(ctx context.Context) error {
 	if err := b.Client.Create(ctx, group); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating default cluster group: %w", err)
 	}
-	return kubeconfigErr
+	if b.Opts.BootstrapRepo.Repo == "" {
+		return nil
+	}
+	return applyBootstrapObject(ctx, b.Client, bootstrapGitRepo(ns, b.Opts.BootstrapRepo))
+}
+
+// localClusterLabels is the apply configuration of the labels of Cluster
+// "local" in ns: extra plus name=local, which wins over an extra "name".
+// Nothing else of the Cluster is in it, so nothing else is touched.
+func localClusterLabels(ns string, extra map[string]string) *unstructured.Unstructured {
+	labels := make(map[string]string, len(extra)+1)
+	maps.Copy(labels, extra)
+	labels["name"] = fleet.LocalClusterName
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(fleet.GroupVersion.WithKind("Cluster"))
+	u.SetNamespace(ns)
+	u.SetName(fleet.LocalClusterName)
+	u.SetLabels(labels)
+	return u
+}
+
+// bootstrapGitRepo is the apply configuration of GitRepo "bootstrap" in
+// ns: only the fields the chart sets, so that others users set stay.
+func bootstrapGitRepo(ns string, r BootstrapRepo) *unstructured.Unstructured {
+	spec := map[string]any{"repo": r.Repo, "branch": cmp.Or(r.Branch, defaultBootstrapBranch)}
+	if r.Secret != "" {
+		spec["clientSecretName"] = r.Secret
+	}
+	if paths := splitPaths(r.Paths); len(paths) > 0 {
+		list := make([]any, len(paths))
+		for i, p := range paths {
+			list[i] = p
+		}
+		spec["paths"] = list
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(fleet.GroupVersion.WithKind("GitRepo"))
+	u.SetNamespace(ns)
+	u.SetName(bootstrapGitRepoName)
+	return u
+}
+
+// bootstrapGitRepoName is Rancher Fleet's name of the bootstrap GitRepo.
+const bootstrapGitRepoName = "bootstrap"
+
+// splitPaths splits bootstrap.paths at commas, as Rancher Fleet does
+// (blanks around a comma are dropped), and also drops empty entries
+// (blanks around the list, a trailing comma), which Rancher would pass
+// on as a path "".
+func splitPaths(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// applyBootstrapObject server-side applies u as bootstrapFieldOwner,
+// taking over fields another manager set (a value changed by hand is set
+// back, as Rancher's bootstrap does on each start).
+func applyBootstrapObject(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	//nolint:staticcheck // an apply configuration in an Unstructured is what we need here.
+	if err := c.Patch(ctx, u, client.Apply, bootstrapFieldOwner, client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
 }
 
 // writeLocalKubeconfig writes Secret local-cluster in the bootstrap

@@ -46,6 +46,13 @@ type Options struct {
 	// BootstrapNamespace, when set, gets Cluster "local" and ClusterGroup
 	// "default" at start-up.
 	BootstrapNamespace string
+	// BootstrapClusterLabels are labels Cluster "local" gets besides
+	// name=local (chart value bootstrap.clusterLabels); see Bootstrap.
+	BootstrapClusterLabels map[string]string
+	// BootstrapRepo, when its Repo is set, is GitRepo "bootstrap" of the
+	// bootstrap namespace (chart values bootstrap.repo, secret, branch,
+	// paths); see Bootstrap.
+	BootstrapRepo BootstrapRepo
 	// AgentCheckinInterval is passed to imported agents.
 	AgentCheckinInterval time.Duration
 	// AgentTokenTTL is the lifetime of an agent credential (TokenRequest
