@@ -38,6 +38,7 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
 	"github.com/fleetgo/fleet/internal/agent/drift"
+	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/contentapi"
 )
 
@@ -49,7 +50,8 @@ type Options struct {
 	AgentNamespace   string
 	Workers          int
 	// GCInterval is how often releases without BundleDeployment are
-	// removed. Default 15m.
+	// removed. Zero is the agent config's garbageCollectionInterval
+	// (ConfigMap fleet-agent in AgentNamespace downstream), else 15m.
 	GCInterval time.Duration
 	// Resync re-evaluates every BundleDeployment this often (jittered) as a
 	// safety net. Default 30m.
@@ -72,6 +74,11 @@ type Reconciler struct {
 	watcher   *drift.Watcher
 	events    chan event.GenericEvent
 	opts      Options
+	// runCtx ends when the reconciler stops: Setup's context, which the
+	// agent also runs the upstream manager with and cancels once the
+	// manager returned (a lost lease, a refused credential). A drift event
+	// waiting for room in events gives up then (driftEvent).
+	runCtx context.Context
 
 	mu       sync.Mutex
 	applied  map[types.NamespacedName]*appliedState
@@ -152,7 +159,11 @@ func Setup(ctx context.Context, o Options) error {
 		o.Workers = 50
 	}
 	if o.GCInterval <= 0 {
-		o.GCInterval = 15 * time.Minute
+		gc, err := register.LoadGCInterval(ctx, o.Downstream, o.AgentNamespace)
+		if err != nil {
+			return err
+		}
+		o.GCInterval = gc
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Minute
@@ -178,6 +189,7 @@ func Setup(ctx context.Context, o Options) error {
 		apiReader: o.Upstream.GetAPIReader(),
 		deployer:  dep,
 		events:    make(chan event.GenericEvent, 1024),
+		runCtx:    ctx,
 		opts:      o,
 		applied:   map[types.NamespacedName]*appliedState{},
 		failures:  map[types.NamespacedName]*failure{},
@@ -220,10 +232,21 @@ var onSetup func(*Reconciler)
 func (r *Reconciler) driftEvent(key types.NamespacedName) {
 	bd := &fleet.BundleDeployment{}
 	bd.Namespace, bd.Name = key.Namespace, key.Name
+	ev := event.GenericEvent{Object: bd}
 	select {
-	case r.events <- event.GenericEvent{Object: bd}:
+	case r.events <- ev:
 	default:
-		go func() { r.events <- event.GenericEvent{Object: bd} }()
+		// The buffer is full: the event is not dropped (its drift would
+		// go unreported until the resync) but sent when there is room.
+		// Once the reconciler stopped nobody reads events: the sender
+		// gives up then, rather than block for good and keep the stopped
+		// Reconciler alive.
+		go func() {
+			select {
+			case r.events <- ev:
+			case <-r.runCtx.Done():
+			}
+		}()
 	}
 }
 
@@ -295,7 +318,7 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 		// the deployed release up from storage instead of redeploying.
 		// Current finds none when a later revision failed, so the spec
 		// is deployed again.
-		rel, err := r.deployer.Current(bd.Name, bd.Spec.Options)
+		rel, err := r.deployer.Current(ctx, bd.Name, bd.Spec.Options)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -497,7 +520,7 @@ func (r *Reconciler) monitor(ctx context.Context, bd *fleet.BundleDeployment, st
 		r.mu.Unlock()
 		if since < driftThrottle {
 			requeue = driftThrottle - since
-		} else if err := r.deployer.CorrectDrift(bd.Name, opts, *cd); err != nil {
+		} else if err := r.deployer.CorrectDrift(ctx, bd.Name, opts, *cd); err != nil {
 			ctrl.LoggerFrom(ctx).Info("drift correction failed", "error", err.Error())
 			requeue = jitter(30 * time.Second)
 		}

@@ -31,7 +31,7 @@ func TestReleaseRecordsDeploymentID(t *testing.T) {
 
 	restarted, err := deployer.New(log.config(), agentNS)
 	must(t, err)
-	cur, err := restarted.Current("restart-release", opts)
+	cur, err := restarted.Current(context.Background(), "restart-release", opts)
 	if err != nil || cur == nil {
 		t.Fatalf("Current = %v, %v", cur, err)
 	}
@@ -39,10 +39,10 @@ func TestReleaseRecordsDeploymentID(t *testing.T) {
 		t.Fatalf("stored release %s deployed %q, want d2 at revision %d", cur, cur.DeploymentID, second.Version)
 	}
 
-	if err := restarted.CorrectDrift("restart-release", opts, fleet.CorrectDrift{Enabled: true}); err != nil {
+	if err := restarted.CorrectDrift(context.Background(), "restart-release", opts, fleet.CorrectDrift{Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	cur, err = restarted.Current("restart-release", opts)
+	cur, err = restarted.Current(context.Background(), "restart-release", opts)
 	if err != nil || cur == nil {
 		t.Fatalf("Current after the correction = %v, %v", cur, err)
 	}

@@ -12,13 +12,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/names"
@@ -175,9 +182,13 @@ func toRelease(r ri.Releaser) (*Release, error) {
 // it. Revisions of it stored before the agent signed its releases are
 // adopted first (see adopt): after an upgrade of the agent, this is the
 // first look at each BundleDeployment's release.
-func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*Release, error) {
-	ctx := context.Background()
-	ac, _, err := d.actionConfig(ctx, ReleaseNamespace(opts), opts.ServiceAccount)
+//
+// Every request it makes ends with ctx (boundActionConfig): the reconcile
+// that asks must be able to give up on a stalled downstream API server,
+// e.g. when the agent lost its lease and another process reconciles.
+func (d *Deployer) Current(ctx context.Context, bdName string, opts fleet.BundleDeploymentOptions) (_ *Release, err error) {
+	defer func() { err = endedBy(ctx, err) }()
+	ac, err := d.boundActionConfig(ctx, ReleaseNamespace(opts), opts.ServiceAccount)
 	if err != nil {
 		return nil, err
 	}
@@ -215,14 +226,26 @@ func (d *Deployer) Current(bdName string, opts fleet.BundleDeploymentOptions) (*
 // objects). Unless keepFailHistory, a failed attempt leaves no revision.
 // Only a revision the agent wrote is restored: the storage it reads shows
 // Helm no other (releaseStore).
-func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
+//
+// The rollback ends with ctx, and at the latest after rollbackDeadline:
+// Helm's Rollback takes no context, so every request of it (storage,
+// apply, hook waits) is bound to ctx (boundActionConfig) and its waits
+// get ctx too. A reconcile that gives up (the agent lost its lease, the
+// downstream API server stalls) thus stops touching the release instead
+// of rolling it back behind the back of the process that took over. A
+// rollback cut short leaves its revision pending, as an agent restart
+// does; the next deploy of the release marks it failed and upgrades.
+func (d *Deployer) CorrectDrift(ctx context.Context, bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) (err error) {
+	defer func() { err = endedBy(ctx, err) }()
+	wait, deadline := rollbackTimeouts(opts.Helm)
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
 	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
-	ctx := context.Background()
 	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
 		return err
 	}
-	ac, _, err := d.actionConfig(ctx, ns, sa)
+	ac, err := d.boundActionConfig(ctx, ns, sa)
 	if err != nil {
 		return err
 	}
@@ -237,6 +260,8 @@ func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOption
 	rb.Version = v1.Version
 	rb.MaxHistory = maxHistory(opts.Helm)
 	rb.WaitStrategy = kube.HookOnlyStrategy
+	rb.Timeout = wait
+	rb.WaitOptions = []kube.WaitOption{kube.WithWaitContext(ctx)}
 	rb.ServerSideApply = "true"
 	rb.ForceConflicts = true
 	if cd.Force {
@@ -253,4 +278,114 @@ func (d *Deployer) CorrectDrift(bdName string, opts fleet.BundleDeploymentOption
 		}
 	}
 	return rbErr
+}
+
+// defaultHookTimeout is how long a rollback's hooks are waited for when
+// the bundle sets no helm.timeoutSeconds: what Deploy waits for the hooks
+// of an install or upgrade.
+const defaultHookTimeout = 5 * time.Minute
+
+// rollbackSlack is what a rollback may take beyond its hook waits: its
+// storage reads and writes and the apply of the release's objects.
+const rollbackSlack = time.Minute
+
+// rollbackTimeouts are how long a drift correction's rollback waits for
+// each of its hooks (helm.timeoutSeconds, else defaultHookTimeout) and how
+// long it may take in all: the pre- and post-rollback hooks may each wait
+// that long, plus rollbackSlack. Without the bound a rollback against a
+// downstream API server that accepts connections but never answers would
+// hold the BundleDeployment's lock for good.
+func rollbackTimeouts(h *fleet.HelmOptions) (wait, deadline time.Duration) {
+	wait = defaultHookTimeout
+	if h != nil && h.TimeoutSeconds > 0 {
+		wait = time.Duration(h.TimeoutSeconds) * time.Second
+	}
+	return wait, 2*wait + rollbackSlack
+}
+
+// boundActionConfig is actionConfig for an action every request of which
+// ends with ctx. Helm's actions and its storage driver take no context
+// (Rollback has none at all; the storage driver, hence releaseStore, uses
+// context.Background), so the context is put where all of them go
+// through: the transport of the REST config. Helm's kube client builds its
+// clients from the getter only when first used, so binding the getter's
+// config suffices for it; the storage was built from the unbound config
+// and is rebuilt, as actionConfig builds it, on the bound one.
+func (d *Deployer) boundActionConfig(ctx context.Context, namespace, serviceAccount string) (*action.Configuration, error) {
+	ac, getter, err := d.actionConfig(ctx, namespace, serviceAccount)
+	if err != nil {
+		return nil, err
+	}
+	getter.cfg = untilDone(ctx, getter.cfg)
+	old, ok := ac.Releases.Driver.(*releaseStore)
+	if !ok {
+		return nil, fmt.Errorf("release storage of %s is %T, not the agent's", namespace, ac.Releases.Driver)
+	}
+	cfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	store := newReleaseStore(newReleaseSecrets(core.Secrets(namespace)))
+	store.sig, store.namespace = old.sig, old.namespace
+	store.SetLogger(slog.DiscardHandler)
+	ac.Releases = storage.Init(store)
+	return ac, nil
+}
+
+// untilDone is a copy of cfg whose requests end when ctx does: none is
+// sent once ctx is done, and one under way is cancelled then.
+func untilDone(ctx context.Context, cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &ctxTransport{ctx: ctx, rt: rt} })
+	return cfg
+}
+
+// ctxTransport ends each request with ctx as well as with its own context.
+type ctxTransport struct {
+	ctx context.Context
+	rt  http.RoundTripper
+}
+
+func (t *ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.ctx.Err(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancelCause(req.Context())
+	stop := context.AfterFunc(t.ctx, func() { cancel(t.ctx.Err()) })
+	resp, err := t.rt.RoundTrip(req.WithContext(rctx))
+	if err != nil {
+		stop()
+		cancel(nil)
+		return nil, err
+	}
+	// The body is read after RoundTrip returns (a watch, for as long as
+	// it lasts): the request ends when the body is closed.
+	resp.Body = &closeFunc{ReadCloser: resp.Body, done: func() { stop(); cancel(nil) }}
+	return resp, nil
+}
+
+type closeFunc struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (c *closeFunc) Close() error {
+	err := c.ReadCloser.Close()
+	c.once.Do(c.done)
+	return err
+}
+
+// endedBy makes err, returned by an action whose context ended, say so
+// (errors.Is context.Canceled or DeadlineExceeded), whatever Helm made of
+// the failed requests: the caller tells giving up from failing by it.
+func endedBy(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
 }

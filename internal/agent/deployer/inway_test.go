@@ -47,7 +47,7 @@ func TestForeignSecretUnderNextRevisionName(t *testing.T) {
 	if sec.Labels[SignatureLabel] == "" || sec.Labels["name"] != "app" {
 		t.Fatalf("%s is not the agent's signed revision: labels %v", next, sec.Labels)
 	}
-	cur, err := d.Current("app", opts)
+	cur, err := d.Current(context.Background(), "app", opts)
 	if err != nil || cur == nil || cur.Version != 2 {
 		t.Fatalf("current release %+v (%v), want revision 2", cur, err)
 	}

@@ -149,7 +149,7 @@ func checkTakenOver(t *testing.T, d *Deployer, ns, release, bdName string, opts 
 			t.Errorf("revision %s is not signed by the agent", s.Name)
 		}
 	}
-	cur, err := d.Current(bdName, opts)
+	cur, err := d.Current(context.Background(), bdName, opts)
 	if err != nil || cur == nil || cur.Version != wantVersion {
 		t.Fatalf("current release %v (%v), want version %d", cur, err, wantVersion)
 	}

@@ -43,7 +43,7 @@ func TestCurrentAfterFailedUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur, err := restarted.Current("revert", opts); err != nil || cur != nil {
+	if cur, err := restarted.Current(context.Background(), "revert", opts); err != nil || cur != nil {
 		t.Fatalf("Current after a failed upgrade = %v (%v), want none (revision %s was deployed before it)", cur, err, first)
 	}
 
@@ -54,7 +54,7 @@ func TestCurrentAfterFailedUpgrade(t *testing.T) {
 	if cm, err = d.core.ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil || cm.Data["k"] != "v1" {
 		t.Fatalf("after redeploying v1: ConfigMap %v (%v), want k=v1", cm.Data, err)
 	}
-	cur, err := restarted.Current("revert", opts)
+	cur, err := restarted.Current(context.Background(), "revert", opts)
 	if err != nil || cur == nil || cur.Version != rel.Version || cur.DeploymentID != first.DeploymentID {
 		t.Fatalf("Current after redeploying v1 = %v (%v), want revision %d of %q", cur, err, rel.Version, first.DeploymentID)
 	}

@@ -235,9 +235,9 @@ func (d *Deployer) signer(ctx context.Context) (*signer, error) {
 	if d.sig != nil && (d.sig.retryAt.IsZero() || time.Now().Before(d.sig.retryAt)) {
 		return d.sig, nil
 	}
-	// Bounded: keyMu is held meanwhile, and Current and CorrectDrift
-	// pass a context that never ends, so a hung read would otherwise
-	// block every deploy of the agent for good.
+	// Bounded: keyMu is held meanwhile, and a reconcile's context ends
+	// only when the agent stops, so a hung read would otherwise block
+	// every deploy of the agent until then.
 	lctx, cancel := context.WithTimeout(ctx, signerLoadTimeout)
 	defer cancel()
 	sig := d.sig

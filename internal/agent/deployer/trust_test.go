@@ -87,7 +87,7 @@ func TestSignedStorageSurvivesRestart(t *testing.T) {
 	if got := strings.Join(releaseNames(refs), " "); got != ns+"/app@app" {
 		t.Fatalf("releases after a restart: %s", got)
 	}
-	if cur, err := restarted.Current("app", opts); err != nil || cur == nil || cur.Version != 2 {
+	if cur, err := restarted.Current(context.Background(), "app", opts); err != nil || cur == nil || cur.Version != 2 {
 		t.Fatalf("current release after a restart: %v (%v)", cur, err)
 	}
 	rel, err := deployFiles(t, restarted, "app", cmFile("app", "v3"), opts)
@@ -104,7 +104,7 @@ func TestSignedStorageSurvivesRestart(t *testing.T) {
 	if err := helm.Update("sh.helm.release.v1.app.v3", r); err != nil {
 		t.Fatal(err)
 	}
-	if cur, err := restarted.Current("app", opts); err != nil || cur == nil || cur.Version != 3 {
+	if cur, err := restarted.Current(context.Background(), "app", opts); err != nil || cur == nil || cur.Version != 3 {
 		t.Fatalf("current release after Helm rewrote it: %v (%v)", cur, err)
 	}
 	if err := restarted.Uninstall(ctx, UninstallInput{ReleaseName: "app", Namespace: ns}); err != nil {
@@ -150,7 +150,7 @@ func TestTamperedRevisionNotTrusted(t *testing.T) {
 	if err != nil || len(refs) != 0 {
 		t.Fatalf("releases %v (%v), want none", releaseNames(refs), err)
 	}
-	if cur, err := d.Current("app", opts); err != nil || cur != nil {
+	if cur, err := d.Current(context.Background(), "app", opts); err != nil || cur != nil {
 		t.Fatalf("current release %v (%v), want none", cur, err)
 	}
 	// Upgrading would delete what the tampered revision has and the new
@@ -244,13 +244,13 @@ func TestLegacyStorageAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if cur, err := d.Current("kept-bd", opts); err != nil || cur == nil || cur.Version != 1 {
+	if cur, err := d.Current(context.Background(), "kept-bd", opts); err != nil || cur == nil || cur.Version != 1 {
 		t.Fatalf("kept-bd not adopted: %v (%v)", cur, err)
 	}
 	if rel, err := deployFiles(t, d, "kept-bd", cmFile("kept-bd", "v2"), opts); err != nil || rel.Version != 2 {
 		t.Fatalf("upgrading an adopted release: %v (%v)", rel, err)
 	}
-	if cur, err := d.Current("late-bd", opts); err != nil || cur != nil {
+	if cur, err := d.Current(context.Background(), "late-bd", opts); err != nil || cur != nil {
 		t.Fatalf("late-bd: %v (%v), want no release", cur, err)
 	}
 	if _, err := deployFiles(t, d, "late-bd", cmFile("late-bd", "v1"), opts); err == nil || !strings.Contains(err.Error(), "did not write") {

@@ -58,8 +58,8 @@ func intercepted(admin *rest.Config, on *atomic.Bool, match func(*http.Request, 
 }
 
 // Reading the signing key is bounded: with the API server accepting the
-// read and never answering it, a deploy (whose context never ends, as
-// Current's and CorrectDrift's do not) returns an error naming the key read
+// read and never answering it, a deploy (whose context ends only when the
+// agent stops) returns an error naming the key read
 // instead of hanging with the key lock held, and the next deploy reads the
 // key again.
 func TestSigningKeyReadBounded(t *testing.T) {
@@ -152,7 +152,7 @@ func TestOwnRevisionUnderNextRevisionNameKept(t *testing.T) {
 	if !strings.Contains(rel.Manifest, "from-other") {
 		t.Fatalf("%s is no longer the other process's revision: %s", next, rel.Manifest)
 	}
-	cur, err := d.Current("app", opts)
+	cur, err := d.Current(context.Background(), "app", opts)
 	if err != nil || cur == nil || cur.Version != 2 {
 		t.Fatalf("current release %v (%v), want the other process's revision 2", cur, err)
 	}

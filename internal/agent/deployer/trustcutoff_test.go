@@ -97,7 +97,7 @@ func TestSigningKeyDeletedKeepsCutoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur, err := restarted.Current("planted", opts); err != nil || cur != nil {
+	if cur, err := restarted.Current(context.Background(), "planted", opts); err != nil || cur != nil {
 		t.Fatalf("the planted revision is the current release of its BundleDeployment: %v (%v)", cur, err)
 	}
 	_, err = deployFiles(t, restarted, "planted", cmFile("planted", "v2"), opts)

@@ -124,23 +124,30 @@ func ParseBootstrap(data map[string][]byte) (*Bootstrap, error) {
 
 // AgentConfig is the JSON of ConfigMap fleet-agent, key "config".
 type AgentConfig struct {
-	Labels                    map[string]string `json:"labels,omitempty"`
-	ClientID                  string            `json:"clientID,omitempty"`
-	AgentTLSMode              string            `json:"agentTLSMode,omitempty"`
-	GarbageCollectionInterval string            `json:"garbageCollectionInterval,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	ClientID     string            `json:"clientID,omitempty"`
+	AgentTLSMode string            `json:"agentTLSMode,omitempty"`
+	// GarbageCollectionInterval is read by GCInterval (a Go duration).
+	GarbageCollectionInterval string `json:"garbageCollectionInterval,omitempty"`
 }
 
 // LoadConfig reads ConfigMap fleet-agent; a missing ConfigMap is an empty
 // config.
 func LoadConfig(ctx context.Context, c client.Reader, ns string) (AgentConfig, error) {
 	cm := &corev1.ConfigMap{}
-	var cfg AgentConfig
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ConfigMapName}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return cfg, nil
+			return AgentConfig{}, nil
 		}
-		return cfg, err
+		return AgentConfig{}, err
 	}
+	return decodeConfig(cm)
+}
+
+// decodeConfig is the AgentConfig of ConfigMap fleet-agent's key "config";
+// a ConfigMap without it is an empty config.
+func decodeConfig(cm *corev1.ConfigMap) (AgentConfig, error) {
+	var cfg AgentConfig
 	if s := cm.Data["config"]; s != "" {
 		if err := json.Unmarshal([]byte(s), &cfg); err != nil {
 			return cfg, fmt.Errorf("configmap %s: key config is not valid JSON: %w", ConfigMapName, err)
