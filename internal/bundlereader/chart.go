@@ -34,6 +34,9 @@ type chartFetcher struct {
 	limits Limits
 	fs     *fsys
 	client *http.Client
+	// transport is client's, this bundle's alone (it carries the bundle's
+	// TLS settings): release closes its idle connections.
+	transport *http.Transport
 	// fetched maps a source key to the path it was stored under.
 	fetched map[string]fetchedChart
 	// downloads counts the chart sources fetched over the network for
@@ -64,6 +67,7 @@ func newChartFetcher(ctx context.Context, auth HelmAuth, urlRegex string, limits
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
+	cf.transport = tr
 	cf.client = &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	return cf, nil
 }

@@ -53,9 +53,17 @@ func (cf *chartFetcher) charge(n int64) error {
 // chart content held at once, so a monorepo whose bundles each install a
 // chart of a few MiB reads however many bundles it has, while a single
 // bundle whose charts alone exceed the budget is still refused.
+//
+// It also closes the idle connections of the bundle's transport: nothing
+// uses that transport again, and each connection left idle would hold a
+// socket and two goroutines until the idle timeout (90 s), at every sync
+// of every bundle with a chart to download.
 func (cf *chartFetcher) release() {
 	cf.fs.readSize -= cf.charged
 	cf.charged = 0
+	if cf.transport != nil {
+		cf.transport.CloseIdleConnections()
+	}
 }
 
 // lookup finds the chart version matching a version or semver constraint.

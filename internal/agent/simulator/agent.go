@@ -203,11 +203,53 @@ func (a *agent) watch(ctx context.Context) {
 			continue
 		}
 		backoff = time.Second
-		for i := range list.Items {
-			a.handle(ctx, &list.Items[i])
-		}
+		a.relisted(ctx, list.Items)
 		a.watchFrom(ctx, list.ResourceVersion)
 	}
+}
+
+// relisted takes a fresh list of the namespace's BundleDeployments. Each is
+// dispatched like a watch event, not handled here: a worker may be
+// applying the same BundleDeployment right now (two Helm actions on one
+// release in real-apply mode), and handling them one by one in the watch
+// goroutine would hold back the watch and the retries meanwhile. What the
+// agent remembers of BundleDeployments the list no longer has (deleted
+// while no watch was open, so no Deleted event came) is forgotten: over a
+// long run of rollouts and relists it would pile up.
+func (a *agent) relisted(ctx context.Context, items []fleet.BundleDeployment) {
+	listed := make(map[string]bool, len(items))
+	for i := range items {
+		listed[items[i].Name] = true
+	}
+	a.mu.Lock()
+	for name := range a.applied {
+		if !listed[name] {
+			delete(a.applied, name)
+		}
+	}
+	for name := range a.failures {
+		if !listed[name] {
+			delete(a.failures, name)
+		}
+	}
+	for name := range a.pending {
+		if !listed[name] {
+			delete(a.pending, name)
+		}
+	}
+	a.mu.Unlock()
+	for i := range items {
+		a.dispatch(ctx, &items[i])
+	}
+}
+
+// forget drops what the agent remembers of a deleted BundleDeployment.
+func (a *agent) forget(name string) {
+	a.mu.Lock()
+	delete(a.applied, name)
+	delete(a.failures, name)
+	delete(a.pending, name)
+	a.mu.Unlock()
 }
 
 // watchFrom watches from rv until the resourceVersion is too old (the
@@ -251,9 +293,14 @@ func (a *agent) consume(ctx context.Context, w watch.Interface, rv string) (stri
 		case name := <-a.retries:
 			bd := &fleet.BundleDeployment{}
 			err := a.s.fleetClient.Get().Namespace(a.cred.DeploymentNamespace).Resource("bundledeployments").Name(name).Do(ctx).Into(bd)
-			if err == nil {
+			switch {
+			case err == nil:
 				a.dispatch(ctx, bd)
-			} else if !apierrors.IsNotFound(err) {
+			case apierrors.IsNotFound(err):
+				// Deleted since it failed: its Deleted event may have
+				// come before the failure was counted.
+				a.forget(name)
+			default:
 				a.retryLater(name)
 			}
 		case ev, ok := <-w.ResultChan():
@@ -273,11 +320,7 @@ func (a *agent) consume(ctx context.Context, w watch.Interface, rv string) (stri
 			switch {
 			case !isBD:
 			case ev.Type == watch.Deleted:
-				a.mu.Lock()
-				delete(a.applied, bd.Name)
-				delete(a.failures, bd.Name)
-				delete(a.pending, bd.Name)
-				a.mu.Unlock()
+				a.forget(bd.Name)
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
 				a.dispatch(ctx, bd)
 			}

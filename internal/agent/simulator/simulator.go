@@ -166,8 +166,10 @@ type Simulator struct {
 	// objects caches the objects of each manifest (by manifest ID, which
 	// is its hash) for status-only reports: every agent of a rollout gets
 	// the same manifest, and parsing its YAML once per agent was a sixth
-	// of the process's CPU in the 50x50 scenario.
-	objects sync.Map // manifest ID -> []fleet.BundleDeploymentResource
+	// of the process's CPU in the 50x50 scenario. It is bounded (see
+	// objectCache): each rollout brings new IDs, and a long run must not
+	// keep every manifest it ever saw.
+	objects objectCache
 }
 
 // New checks the options and builds the shared upstream clients.

@@ -3,6 +3,7 @@ package simulator
 import (
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,13 +46,13 @@ func readyStatus(bd *fleet.BundleDeployment, r report, now time.Time) fleet.Bund
 }
 
 // resourcesOf is resourcesOf(m, ns), parsing each manifest (named id)
-// once per process.
+// once while it is in use (objectCache).
 func (s *Simulator) resourcesOf(id string, m *manifest.Manifest, ns string) []fleet.BundleDeploymentResource {
-	cached, ok := s.objects.Load(id)
+	objs, ok := s.objects.get(id)
 	if !ok {
-		cached, _ = s.objects.LoadOrStore(id, resourcesOf(m, ""))
+		objs = resourcesOf(m, "")
+		s.objects.add(id, objs)
 	}
-	objs := cached.([]fleet.BundleDeploymentResource)
 	out := make([]fleet.BundleDeploymentResource, len(objs))
 	for i, o := range objs {
 		if o.Namespace == "" {
@@ -60,6 +61,55 @@ func (s *Simulator) resourcesOf(id string, m *manifest.Manifest, ns string) []fl
 		out[i] = o
 	}
 	return out
+}
+
+// maxCachedManifests is how many manifests objectCache keeps in each of
+// its two generations: far more than the bundles a scale run rolls out at
+// once (each agent of a rollout asks for the same few), so a manifest in
+// use is parsed once, not once per agent.
+const maxCachedManifests = 512
+
+// objectCache maps manifest IDs to their objects, keeping the recently
+// used ones: a lookup finds the current generation or the previous one
+// (and moves the entry into the current one); when the current generation
+// is full it becomes the previous one and the old previous one is
+// dropped. So at most 2×maxCachedManifests entries are kept, and those
+// dropped are the manifests no agent asked for during a whole generation,
+// such as those of rollouts long done.
+type objectCache struct {
+	mu        sync.Mutex
+	cur, prev map[string][]fleet.BundleDeploymentResource
+}
+
+func (c *objectCache) get(id string) ([]fleet.BundleDeploymentResource, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if objs, ok := c.cur[id]; ok {
+		return objs, true
+	}
+	objs, ok := c.prev[id]
+	if ok {
+		c.putLocked(id, objs)
+	}
+	return objs, ok
+}
+
+// add caches objs for id; two agents that missed at once both parse the
+// manifest, and either result is kept (they are equal).
+func (c *objectCache) add(id string, objs []fleet.BundleDeploymentResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(id, objs)
+}
+
+func (c *objectCache) putLocked(id string, objs []fleet.BundleDeploymentResource) {
+	if len(c.cur) >= maxCachedManifests {
+		c.prev, c.cur = c.cur, nil
+	}
+	if c.cur == nil {
+		c.cur = make(map[string][]fleet.BundleDeploymentResource, maxCachedManifests)
+	}
+	c.cur[id] = objs
 }
 
 // resourcesOf lists the objects of a raw-manifest bundle without rendering

@@ -334,6 +334,9 @@ type contentCache struct {
 	items  map[string]*fleet.Content
 	order  []string
 	bytes  int
+	// joining, when set (tests), is called by every caller just before it
+	// starts or joins the shared read.
+	joining func()
 }
 
 // maxCachedBytes bounds the memory of the cache (compressed manifests).
@@ -346,7 +349,16 @@ func (c *contentCache) get(ctx context.Context, r client.Reader, name string) (*
 		return x, nil
 	}
 	c.mu.Unlock()
+	if c.joining != nil {
+		c.joining()
+	}
 	v, err, _ := c.flight.Do(name, func() (any, error) {
+		// Shared by every waiter: not ended by the first one's request. In
+		// a rollout thousands of agents wait on this one read; if the first
+		// requester went away, they would all be answered a 500 that
+		// RetryFreshContent does not retry.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
+		defer cancel()
 		x := &fleet.Content{}
 		if err := r.Get(ctx, types.NamespacedName{Name: name}, x); err != nil {
 			return nil, err

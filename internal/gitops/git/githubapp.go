@@ -126,6 +126,11 @@ func (a *GitHubApp) installationToken(ctx context.Context, r Remote) (string, er
 	if err != nil {
 		return "", err
 	}
+	// The client is this request's alone: its connection would otherwise
+	// idle, never reused, for the transport's idle timeout (a socket and
+	// two goroutines per token refresh). Deferred first, so it runs after
+	// the body is closed and the connection is idle.
+	defer hc.CloseIdleConnections()
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("GitHub App installation token from %s: %w", api, err)
