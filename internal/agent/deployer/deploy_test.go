@@ -106,10 +106,14 @@ func TestChartWithKustomizeOverlay(t *testing.T) {
 		t.Fatalf("Deployment of overlays/dev: %v", err)
 	}
 
-	// kustomize.dir without a kustomization is bad content, not ignored.
+	// kustomize.dir without a kustomization deploys the chart's output
+	// unkustomized, as Rancher Fleet does (the bundle reader warns).
 	opts.DefaultNamespace, opts.Kustomize.Dir = "kust-missing", "overlays/missing"
-	if _, err := deployFiles(t, d, "kust-missing", files, opts); !IsRenderError(err) {
-		t.Fatalf("kustomize.dir without a kustomization: err = %v", err)
+	if _, err := deployFiles(t, d, "kust-missing", files, opts); err != nil {
+		t.Fatalf("kustomize.dir without a kustomization: %v", err)
+	}
+	if dep, err = down.Clientset.AppsV1().Deployments("kust-missing").Get(ctx, "web", metav1.GetOptions{}); err != nil || replicas(dep) == 3 {
+		t.Fatalf("kustomize.dir without a kustomization: the chart's own Deployment, got replicas %d (%v)", replicas(dep), err)
 	}
 
 	// Without kustomize.dir (and no kustomization at the root) the chart
