@@ -97,6 +97,18 @@ bootstrap: {enabled: false, clusterLabels: {env: prod}, repo: "https://example.c
 	}
 }
 
+// TestControllerChartRefusesNumericLabelValues: an unquoted number in
+// bootstrap.clusterLabels (which Helm reads as a float, printed as
+// 2.0240101e+07) fails the render naming the label, instead of giving
+// Cluster "local" a label value nobody wrote.
+func TestControllerChartRefusesNumericLabelValues(t *testing.T) {
+	values := yamlValues(t, "bootstrap: {clusterLabels: {build: 20240101}}\n")
+	_, err := install.Render(charts.Controller, install.RenderOptions{Namespace: "cattle-fleet-system", Values: values})
+	if err == nil || !strings.Contains(err.Error(), "bootstrap.clusterLabels.build") {
+		t.Fatalf("render with a numeric label value: err = %v, want one naming bootstrap.clusterLabels.build", err)
+	}
+}
+
 // TestControllerConfigMapRecordsBootstrapValues: the fleet-controller
 // ConfigMap records the bootstrap values in Rancher's format, through the
 // helm CLI as through the embedded render.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,7 +47,10 @@ const (
 //     ClusterGroup "default" keeps selecting it). The labels are
 //     server-side applied by field manager bootstrapFieldOwner: a value
 //     changed by hand is set back, a key dropped from clusterLabels is
-//     removed, and labels users added by hand are left alone. The rest of
+//     removed (unless another field manager set the same value too, and
+//     so shares it), and labels users added by hand are left alone.
+//     Entries that are not valid labels are left out with a Warning
+//     Event (validLabels). The rest of
 //     an existing Cluster "local" (its spec) and ClusterGroup "default" are
 //     left as the user made them.
 //   - GitRepo "bootstrap" (when Options.BootstrapRepo.Repo is set) is
@@ -159,9 +164,6 @@ func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	if err := b.Client.Create(ctx, cluster); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating local cluster: %w", err)
 	}
-	if err := applyBootstrapObject(ctx, b.Client, localClusterLabels(ns, b.Opts.BootstrapClusterLabels)); err != nil {
-		return err
-	}
 	group := &fleet.ClusterGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: fleet.DefaultClusterGroup, Namespace: ns},
 		Spec:       fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": fleet.LocalClusterName}}},
@@ -169,11 +171,55 @@ func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	if err := b.Client.Create(ctx, group); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating default cluster group: %w", err)
 	}
-	if b.Opts.BootstrapRepo.Repo == "" {
-		return nil
+	// What the chart configures comes after the objects users' targets
+	// need, and the two applies do not wait for each other: neither a
+	// label nor a GitRepo the API server refuses holds anything else back.
+	labels, refused := validLabels(b.Opts.BootstrapClusterLabels)
+	if len(refused) > 0 {
+		b.warnBootstrapValues(ctx, fmt.Sprintf("bootstrap.clusterLabels: left out, not valid labels: %s", strings.Join(refused, "; ")))
 	}
-	return applyBootstrapObject(ctx, b.Client, bootstrapGitRepo(ns, b.Opts.BootstrapRepo))
+	err := applyBootstrapObject(ctx, b.Client, localClusterLabels(ns, labels))
+	if b.Opts.BootstrapRepo.Repo != "" {
+		err = errors.Join(err, applyBootstrapObject(ctx, b.Client, bootstrapGitRepo(ns, b.Opts.BootstrapRepo)))
+	}
+	return err
 }
+
+// validLabels is labels without the entries the API server would refuse
+// on a Cluster, and a description of each left out. A bad value in the
+// chart must not keep the bootstrap retrying for good (each attempt
+// requests the local cluster's token again) while Cluster "local" lacks
+// the valid ones.
+func validLabels(labels map[string]string) (map[string]string, []string) {
+	out := make(map[string]string, len(labels))
+	var refused []string
+	for k, v := range labels {
+		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)
+		if len(errs) > 0 {
+			refused = append(refused, fmt.Sprintf("%s=%s: %s", k, v, strings.Join(errs, ", ")))
+			continue
+		}
+		out[k] = v
+	}
+	sort.Strings(refused)
+	return out, refused
+}
+
+// warnBootstrapValues records msg as a Warning Event on Cluster "local"
+// (reason InvalidBootstrapValues) and logs it: chart values the bootstrap
+// left out.
+func (b *Bootstrap) warnBootstrapValues(ctx context.Context, msg string) {
+	ctrl.Log.WithName("bootstrap").Info(msg)
+	cluster := &fleet.Cluster{}
+	if b.Recorder == nil || b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: fleet.LocalClusterName}, cluster) != nil {
+		return
+	}
+	b.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonInvalidBootstrapValues, "Bootstrap", "%s", msg)
+}
+
+// ReasonInvalidBootstrapValues is the reason of the Warning Event on
+// Cluster "local" when chart values of the bootstrap are left out.
+const ReasonInvalidBootstrapValues = "InvalidBootstrapValues"
 
 // localClusterLabels is the apply configuration of the labels of Cluster
 // "local" in ns: extra plus name=local, which wins over an extra "name".

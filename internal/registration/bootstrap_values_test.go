@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,4 +118,32 @@ func TestBootstrapClusterLabelsAndGitRepo(t *testing.T) {
 	start(nil, registration.BootstrapRepo{})
 	wantLabels(map[string]string{"name": "local", "owner": "me"})
 	wantRepo(repoB.Repo, "main", "", nil, "1m0s")
+}
+
+// TestBootstrapLeavesOutInvalidLabels: a clusterLabels entry the API
+// server would refuse is left out, and the bootstrap still succeeds: the
+// valid labels are applied and ClusterGroup "default" exists, instead of a
+// bootstrap retrying for good without either.
+func TestBootstrapLeavesOutInvalidLabels(t *testing.T) {
+	ctx := context.Background()
+	c := up.Client
+	ns := "bootstrap-badlabels"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"env": "prod", "bad key": "x", "long": strings.Repeat("a", 64), "build": "2.0240101e+07"}
+	opts := registration.Options{BootstrapNamespace: ns, BootstrapClusterLabels: labels}
+	if err := registration.EnsureLocalObjects(ctx, c, opts); err != nil {
+		t.Fatalf("bootstrap with invalid labels: %v", err)
+	}
+	cl := &fleet.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleet.LocalClusterName}, cl); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"name": "local", "env": "prod"}; !maps.Equal(cl.Labels, want) {
+		t.Fatalf("cluster local labels %v, want %v", cl.Labels, want)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleet.DefaultClusterGroup}, &fleet.ClusterGroup{}); err != nil {
+		t.Fatalf("ClusterGroup default: %v", err)
+	}
 }

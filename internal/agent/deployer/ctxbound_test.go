@@ -133,6 +133,20 @@ func TestCorrectDriftStopsWithContext(t *testing.T) {
 	}
 }
 
+// A drift correction that fails on its own (here: no release to restore)
+// says so, and not that its context ended: the caller tells giving up
+// from failing by it.
+func TestCorrectDriftFailureIsNotCancellation(t *testing.T) {
+	d, _ := observedDeployer(t)
+	err := d.CorrectDrift(context.Background(), "never-deployed", fleet.BundleDeploymentOptions{DefaultNamespace: "ctx-none"}, fleet.CorrectDrift{Enabled: true})
+	if err == nil {
+		t.Fatal("CorrectDrift of a release that does not exist succeeded")
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a failed drift correction is reported as its context ending: %v", err)
+	}
+}
+
 // A drift correction waits for each hook as long as the bundle's
 // helm.timeoutSeconds says (else as long as a deploy does) and is bounded
 // as a whole, so a stalled API server cannot hold its BundleDeployment

@@ -235,11 +235,18 @@ func (d *Deployer) Current(ctx context.Context, bdName string, opts fleet.Bundle
 // of rolling it back behind the back of the process that took over. A
 // rollback cut short leaves its revision pending, as an agent restart
 // does; the next deploy of the release marks it failed and upgrades.
-func (d *Deployer) CorrectDrift(ctx context.Context, bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) (err error) {
-	defer func() { err = endedBy(ctx, err) }()
+func (d *Deployer) CorrectDrift(ctx context.Context, bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
 	wait, deadline := rollbackTimeouts(opts.Helm)
-	ctx, cancel := context.WithTimeout(ctx, deadline)
+	rctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	// Told before cancel runs: only a rollback that ran out of rctx
+	// (the caller gave up, or the deadline passed) says it ended.
+	return endedBy(rctx, d.rollBack(rctx, wait, bdName, opts, cd))
+}
+
+// rollBack is CorrectDrift's rollback under ctx, waiting up to wait for
+// each hook.
+func (d *Deployer) rollBack(ctx context.Context, wait time.Duration, bdName string, opts fleet.BundleDeploymentOptions, cd fleet.CorrectDrift) error {
 	ns, name := ReleaseNamespace(opts), ReleaseName(bdName, opts)
 	sa, err := d.serviceAccount(ctx, opts.ServiceAccount)
 	if err != nil {
