@@ -81,8 +81,10 @@ func KeepBeforeDelete(ctx context.Context, c client.Client, namespace string, ow
 	if err != nil {
 		return "", err
 	}
+	// Read only, so not copied: this runs every KeepPoll while the owner
+	// waits, and its deployments may be one per cluster of a large fleet.
 	var bds fleet.BundleDeploymentList
-	if err := c.List(ctx, &bds, client.MatchingLabelsSelector{Selector: owned.DeepCopySelector().Add(*inNamespace)}); err != nil {
+	if err := c.List(ctx, &bds, client.MatchingLabelsSelector{Selector: owned.DeepCopySelector().Add(*inNamespace)}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", err
 	}
 	for i := range bds.Items {
