@@ -6,12 +6,12 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetgo/fleet/internal/testenv/conntrack"
 )
 
 // TestGitHubAppTokenRequestLeavesNoIdleConnection: the token request's
@@ -24,9 +24,6 @@ func TestGitHubAppTokenRequestLeavesNoIdleConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	allClosed := make(chan struct{}, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/api/v3/app/installations/5678/access_tokens" {
 			http.NotFound(w, r)
@@ -35,22 +32,7 @@ func TestGitHubAppTokenRequestLeavesNoIdleConnection(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"token":"ghs_test","expires_at":"2099-01-01T00:00:00Z"}`))
 	}))
-	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch s {
-		case http.StateNew:
-			open[c] = true
-		case http.StateClosed, http.StateHijacked:
-			delete(open, c)
-			if len(open) == 0 {
-				select {
-				case allClosed <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}
+	conns := conntrack.Track(srv)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
@@ -62,18 +44,5 @@ func TestGitHubAppTokenRequestLeavesNoIdleConnection(t *testing.T) {
 		t.Fatalf("installationToken = %q, %v", tok, err)
 	}
 
-	mu.Lock()
-	n := len(open)
-	mu.Unlock()
-	if n == 0 {
-		return
-	}
-	// The client closed its end; the server notices when its read ends.
-	// An idle connection would stay for the transport's 90 s, far beyond
-	// this bound.
-	select {
-	case <-allClosed:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%d connection(s) to the GitHub API still open after the token request", n)
-	}
+	conns.WaitClosed(t, 20*time.Second, "the GitHub API after the token request")
 }
