@@ -26,6 +26,7 @@ func main() {
 	fs.StringVar(&opts.APIServerURL, "api-server-url", os.Getenv("API_SERVER_URL"), "URL agents use to reach this cluster (env API_SERVER_URL; default: from the kubeconfig)")
 	fs.StringVar(&caFile, "api-server-ca-file", "", "PEM file of the CA agents use to verify this cluster (default: from the kubeconfig)")
 	fs.DurationVar(&opts.AgentCheckinInterval, "agent-checkin-interval", 15*time.Minute, "how often agents report in: the interval of agents installed on imported clusters and the one registration tokens' values give the fleet-agent chart (internal.checkinInterval); a cluster is Offline after 3 × the longer of this and the interval its agent reports")
+	fs.DurationVar(&opts.GarbageCollectionInterval, "garbage-collection-interval", 0, "how often agents installed on imported clusters remove releases whose BundleDeployment is gone (chart value garbageCollectionInterval); 0: not set, they use their default of 15m")
 	fs.StringVar(&opts.ShardID, "shard-id", "", "only reconcile objects labelled fleet.cattle.io/shard-ref=<id>")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_METRICS_BIND_ADDRESS", ":8080"), "metrics address; 0 disables (env FLEET_METRICS_BIND_ADDRESS)")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "health probe address; 0 disables")
@@ -64,6 +65,10 @@ func main() {
 	if *showVersion {
 		fmt.Println("fleet-controller", version.String())
 		return
+	}
+	if opts.GarbageCollectionInterval < 0 {
+		fmt.Fprintln(os.Stderr, "--garbage-collection-interval must not be negative")
+		os.Exit(2)
 	}
 	opts.DisableGitOps = !*gitOps
 	opts.DisableHelmOps = !*helmOps

@@ -45,6 +45,10 @@ type Options struct {
 	APIServerCA           []byte
 	// AgentCheckinInterval is how often agents report in (default 15m).
 	AgentCheckinInterval time.Duration
+	// GarbageCollectionInterval is passed to agents installed on imported
+	// clusters (see registration.Options); zero leaves them at their
+	// default of 15m.
+	GarbageCollectionInterval time.Duration
 	// ShardID limits this replica to objects labelled with it.
 	ShardID string
 	// MetricsAddr and ProbeAddr; "0" disables.

@@ -26,6 +26,7 @@ func registrationOptions(opts Options) registration.Options {
 		BootstrapClusterLabels:      opts.BootstrapClusterLabels,
 		BootstrapRepo:               opts.BootstrapRepo,
 		AgentCheckinInterval:        opts.AgentCheckinInterval,
+		GarbageCollectionInterval:   opts.GarbageCollectionInterval,
 		AgentTokenTTL:               opts.AgentTokenTTL,
 		AgentImage:                  opts.AgentImage,
 		Workers:                     opts.Workers,

@@ -31,6 +31,9 @@ type AgentManifest struct {
 	Labels          map[string]string
 	Image           string
 	CheckinInterval time.Duration
+	// GarbageCollectionInterval is the agent's garbageCollectionInterval;
+	// zero or the agent's default (15m) leaves it out (see gcInterval).
+	GarbageCollectionInterval time.Duration
 	// Cluster supplies agent scheduling settings (env, tolerations,
 	// affinity, resources, hostNetwork, agentSchedulingCustomization,
 	// agentPullSecrets) and privateRepoURL; optional.
@@ -78,6 +81,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	ns := m.Namespace
 	var scheduling []client.Object
 	labels := map[string]string{"app": "fleet-agent"}
+	gc := gcInterval(m.GarbageCollectionInterval)
 	bootstrap := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName, Namespace: ns},
 		Data: map[string][]byte{
@@ -91,7 +95,9 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	}
 	cfg := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: agentConfigMapName, Namespace: ns},
-		Data:       map[string]string{"config": marshalConfig(AgentConfig{ClientID: m.ClientID, Labels: m.Labels, AgentTLSMode: "strict"})},
+		Data: map[string]string{"config": marshalConfig(AgentConfig{
+			ClientID: m.ClientID, Labels: m.Labels, AgentTLSMode: "strict", GarbageCollectionInterval: gc,
+		})},
 	}
 	roleName := ns + "-fleet-agent-role"
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns}}
@@ -170,7 +176,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: strategy,
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: gcAnnotations(gc)}, Spec: pod},
 		},
 	}
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -179,6 +185,37 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	// does not exist yet.
 	objs = append(objs, scheduling...)
 	return append(objs, deploy), nil
+}
+
+// AgentGCIntervalAnnotation, on the agent's pod template, repeats the
+// garbageCollectionInterval of its ConfigMap: the agent reads the interval
+// only when it starts, and a changed ConfigMap alone restarts nothing, so
+// the changed pod template rolls the agent out again (the ConfigMap is
+// applied before the Deployment, so the new pod reads the new interval).
+const AgentGCIntervalAnnotation = "fleet.cattle.io/garbage-collection-interval"
+
+// defaultGCInterval is the interval an agent whose ConfigMap names none
+// uses (register.DefaultGCInterval; Rancher Fleet's default).
+const defaultGCInterval = 15 * time.Minute
+
+// gcInterval is the garbageCollectionInterval written for d: "" (not
+// written) when d is zero, negative or the agent's default anyway, so that
+// the default leaves the agent objects, their agentConfigHash and the
+// agents imported before as they are; otherwise a Go duration.
+func gcInterval(d time.Duration) string {
+	if d <= 0 || d == defaultGCInterval {
+		return ""
+	}
+	return d.String()
+}
+
+// gcAnnotations are the pod template annotations for interval gc (see
+// AgentGCIntervalAnnotation); nil when it is not written.
+func gcAnnotations(gc string) map[string]string {
+	if gc == "" {
+		return nil
+	}
+	return map[string]string{AgentGCIntervalAnnotation: gc}
 }
 
 // Names of the objects an import creates for agentSchedulingCustomization,

@@ -97,11 +97,11 @@ var kubeconfigRecheckOf = func(*fleet.Cluster) time.Duration { return kubeconfig
 // importCluster installs the agent on a Cluster's downstream cluster from its
 // kubeconfig Secret, and installs it again when spec.redeployAgentGeneration
 // is bumped or the agent's configuration changed (agentConfigHash: the
-// Cluster's agent settings, the manager's agent image, API server or
-// check-in interval, and the apiServerURL/apiServerCA of the kubeconfig
-// Secret, looked at again when the Secret changes and every
-// kubeconfigRecheck). Otherwise the manager
-// does not contact the cluster. A Cluster imported before the hash was
+// Cluster's agent settings, the manager's agent image, API server,
+// check-in or garbage collection interval, and the apiServerURL/apiServerCA
+// of the kubeconfig Secret, looked at again when the Secret changes and
+// every kubeconfigRecheck). Otherwise the manager does not contact the
+// cluster. A Cluster imported before the hash was
 // recorded waits its turn within backfillSpread.
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
 	over, err := r.currentOverride(ctx, cluster)
@@ -240,7 +240,18 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	sum := sha256.Sum224([]byte(values.APIServerCA))
 	cluster.Status.APIServerCAHash = hex.EncodeToString(sum[:])
 	cluster.Status.AgentTLSMode = "strict"
+	cluster.Status.GarbageCollectionInterval = &metav1.Duration{Duration: agentGCInterval(r.Opts.GarbageCollectionInterval)}
 	return ctrl.Result{}, over, nil
+}
+
+// agentGCInterval is the interval an agent installed with the manager's
+// setting d collects at, as status.garbageCollectionInterval records it
+// (as Rancher Fleet does): d, or the agent's default when d is not set.
+func agentGCInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultGCInterval
+	}
+	return d
 }
 
 // importReason says why cluster's agent is to be installed now, or "" when
@@ -307,6 +318,7 @@ func (r *ClusterReconciler) agentManifest(cluster *fleet.Cluster, values Values)
 	return AgentManifest{
 		Namespace: ns, Values: values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
 		Image: r.Opts.AgentImage, CheckinInterval: r.Opts.AgentCheckinInterval, Cluster: cluster,
+		GarbageCollectionInterval: r.Opts.GarbageCollectionInterval,
 	}
 }
 

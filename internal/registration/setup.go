@@ -55,6 +55,13 @@ type Options struct {
 	BootstrapRepo BootstrapRepo
 	// AgentCheckinInterval is passed to imported agents.
 	AgentCheckinInterval time.Duration
+	// GarbageCollectionInterval is how often agents installed on imported
+	// clusters remove releases whose BundleDeployment is gone (chart value
+	// garbageCollectionInterval). Zero means not set: their fleet-agent
+	// ConfigMap then names no interval and they use their own default
+	// (15m), as does 15m itself, so that the default never changes the
+	// agent objects (and their agentConfigHash) of agents imported before.
+	GarbageCollectionInterval time.Duration
 	// AgentTokenTTL is the lifetime of an agent credential (TokenRequest
 	// expirationSeconds); agents renew it well before it ends. Default 30
 	// days, so that an agent offline for days still gets back in. The API
