@@ -256,11 +256,17 @@ func namespaceKey(serviceAccount, ns string, opts fleet.BundleDeploymentOptions)
 // serviceAccount (resolved; empty is the agent's own identity). Its
 // storage shows Helm only the revisions the agent signed (releaseStore).
 func (d *Deployer) actionConfig(ctx context.Context, namespace, serviceAccount string) (*action.Configuration, *restGetter, error) {
+	return d.actionConfigOn(ctx, namespace, d.restConfigFor(serviceAccount))
+}
+
+// actionConfigOn is actionConfig with the REST config every request of
+// the action (kube client and release storage alike) is made with.
+func (d *Deployer) actionConfigOn(ctx context.Context, namespace string, restCfg *rest.Config) (*action.Configuration, *restGetter, error) {
 	sig, err := d.signer(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	getter := newRESTGetter(d.restConfigFor(serviceAccount), namespace, d.discovery)
+	getter := newRESTGetter(restCfg, namespace, d.discovery)
 	ac := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
 	if err := ac.Init(getter, namespace, "secret"); err != nil {
 		return nil, nil, err

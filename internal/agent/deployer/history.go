@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -22,9 +21,7 @@ import (
 	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -314,33 +311,11 @@ func rollbackTimeouts(h *fleet.HelmOptions) (wait, deadline time.Duration) {
 // ends with ctx. Helm's actions and its storage driver take no context
 // (Rollback has none at all; the storage driver, hence releaseStore, uses
 // context.Background), so the context is put where all of them go
-// through: the transport of the REST config. Helm's kube client builds its
-// clients from the getter only when first used, so binding the getter's
-// config suffices for it; the storage was built from the unbound config
-// and is rebuilt, as actionConfig builds it, on the bound one.
+// through: the transport of the REST config, from which both the kube
+// client and the release storage are built (actionConfigOn).
 func (d *Deployer) boundActionConfig(ctx context.Context, namespace, serviceAccount string) (*action.Configuration, error) {
-	ac, getter, err := d.actionConfig(ctx, namespace, serviceAccount)
-	if err != nil {
-		return nil, err
-	}
-	getter.cfg = untilDone(ctx, getter.cfg)
-	old, ok := ac.Releases.Driver.(*releaseStore)
-	if !ok {
-		return nil, fmt.Errorf("release storage of %s is %T, not the agent's", namespace, ac.Releases.Driver)
-	}
-	cfg, err := getter.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	store := newReleaseStore(newReleaseSecrets(core.Secrets(namespace)))
-	store.sig, store.namespace = old.sig, old.namespace
-	store.SetLogger(slog.DiscardHandler)
-	ac.Releases = storage.Init(store)
-	return ac, nil
+	ac, _, err := d.actionConfigOn(ctx, namespace, untilDone(ctx, d.restConfigFor(serviceAccount)))
+	return ac, err
 }
 
 // untilDone is a copy of cfg whose requests end when ctx does: none is
