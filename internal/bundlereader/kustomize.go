@@ -16,13 +16,11 @@ import (
 	"strings"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/manifest"
 )
 
-// kustomizationNames are the names kustomize (and this agent) read.
-var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
-
 func hasKustomization(files []file, dir string) bool {
-	for _, n := range kustomizationNames {
+	for _, n := range manifest.KustomizationNames {
 		if hasFile(files, path.Join(dir, n)) {
 			return true
 		}

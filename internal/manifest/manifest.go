@@ -23,6 +23,11 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
 
+// KustomizationNames are the file names kustomize reads a kustomization
+// from. The bundle reader (which warns about a kustomize.dir without one)
+// and the agent (which then deploys without kustomize) must agree on them.
+var KustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
 // MaxUncompressedSize bounds how large a manifest may grow when decompressed,
 // so that a hostile Content or bundle resource (a zip bomb) cannot exhaust
 // memory. It is far above what fits into etcd compressed.

@@ -131,7 +131,7 @@ func hasKustomization(files map[string]string, dir string) bool {
 // kustomizationFile is the path of the kustomization file in dir, under
 // any of the names kustomize reads.
 func kustomizationFile(files map[string]string, dir string) (string, bool) {
-	for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+	for _, n := range manifest.KustomizationNames {
 		if _, ok := files[path.Join(dir, n)]; ok {
 			return path.Join(dir, n), true
 		}
