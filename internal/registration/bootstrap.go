@@ -80,7 +80,7 @@ func (b *Bootstrap) Start(ctx context.Context) error {
 		if idErr := (*BootstrapIdentityError)(nil); !warned && errors.As(err, &idErr) {
 			// An install step is missing: say so once where the user
 			// looks (kubectl describe cluster local), not only in the log.
-			warned = b.warnLocalCluster(ctx, idErr)
+			warned = b.warnLocalCluster(ctx, ReasonBootstrapIdentityMissing, idErr.Error())
 		}
 		select {
 		case <-ctx.Done():
@@ -176,7 +176,9 @@ func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	// label nor a GitRepo the API server refuses holds anything else back.
 	labels, refused := validLabels(b.Opts.BootstrapClusterLabels)
 	if len(refused) > 0 {
-		b.warnBootstrapValues(ctx, fmt.Sprintf("bootstrap.clusterLabels: left out, not valid labels: %s", strings.Join(refused, "; ")))
+		msg := "bootstrap.clusterLabels: left out, not valid labels: " + strings.Join(refused, "; ")
+		ctrl.Log.WithName("bootstrap").Info(msg)
+		b.warnLocalCluster(ctx, ReasonInvalidBootstrapValues, msg)
 	}
 	err := applyBootstrapObject(ctx, b.Client, localClusterLabels(ns, labels))
 	if b.Opts.BootstrapRepo.Repo != "" {
@@ -203,18 +205,6 @@ func validLabels(labels map[string]string) (map[string]string, []string) {
 	}
 	sort.Strings(refused)
 	return out, refused
-}
-
-// warnBootstrapValues records msg as a Warning Event on Cluster "local"
-// (reason InvalidBootstrapValues) and logs it: chart values the bootstrap
-// left out.
-func (b *Bootstrap) warnBootstrapValues(ctx context.Context, msg string) {
-	ctrl.Log.WithName("bootstrap").Info(msg)
-	cluster := &fleet.Cluster{}
-	if b.Recorder == nil || b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: fleet.LocalClusterName}, cluster) != nil {
-		return
-	}
-	b.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonInvalidBootstrapValues, "Bootstrap", "%s", msg)
 }
 
 // ReasonInvalidBootstrapValues is the reason of the Warning Event on

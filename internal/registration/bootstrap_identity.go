@@ -113,14 +113,15 @@ func (b *reconcilerBase) createIfMissing(ctx context.Context, obj, existing clie
 	return fmt.Errorf("creating %s: %w", what, err)
 }
 
-// warnLocalCluster records err as a Warning Event on Cluster "local" and
-// says whether it could.
-func (b *Bootstrap) warnLocalCluster(ctx context.Context, err *BootstrapIdentityError) bool {
+// warnLocalCluster records msg as a Warning Event with reason on Cluster
+// "local", where users look (kubectl describe cluster local), and says
+// whether it could.
+func (b *Bootstrap) warnLocalCluster(ctx context.Context, reason, msg string) bool {
 	cluster := &fleet.Cluster{}
 	if b.Recorder == nil || b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: fleet.LocalClusterName}, cluster) != nil {
 		return false
 	}
-	b.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonBootstrapIdentityMissing, "Bootstrap", "%s", err.Error())
+	b.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, reason, "Bootstrap", "%s", msg)
 	return true
 }
 
