@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
 )
 
 // AgentManifest is the input of AgentObjects.
@@ -194,16 +195,12 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 // applied before the Deployment, so the new pod reads the new interval).
 const AgentGCIntervalAnnotation = "fleet.cattle.io/garbage-collection-interval"
 
-// defaultGCInterval is the interval an agent whose ConfigMap names none
-// uses (register.DefaultGCInterval; Rancher Fleet's default).
-const defaultGCInterval = 15 * time.Minute
-
 // gcInterval is the garbageCollectionInterval written for d: "" (not
 // written) when d is zero, negative or the agent's default anyway, so that
 // the default leaves the agent objects, their agentConfigHash and the
 // agents imported before as they are; otherwise a Go duration.
 func gcInterval(d time.Duration) string {
-	if d <= 0 || d == defaultGCInterval {
+	if d <= 0 || d == register.DefaultGCInterval {
 		return ""
 	}
 	return d.String()

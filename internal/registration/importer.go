@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 )
 
@@ -249,7 +250,7 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 // (as Rancher Fleet does): d, or the agent's default when d is not set.
 func agentGCInterval(d time.Duration) time.Duration {
 	if d <= 0 {
-		return defaultGCInterval
+		return register.DefaultGCInterval
 	}
 	return d
 }
@@ -542,13 +543,10 @@ func (r *ClusterReconciler) importValues(ctx context.Context, cluster *fleet.Clu
 	return v, ctrl.Result{}, nil
 }
 
-// AgentConfig is the JSON in the fleet-agent ConfigMap (key "config").
-type AgentConfig struct {
-	Labels                    map[string]string `json:"labels,omitempty"`
-	ClientID                  string            `json:"clientID,omitempty"`
-	AgentTLSMode              string            `json:"agentTLSMode,omitempty"`
-	GarbageCollectionInterval string            `json:"garbageCollectionInterval,omitempty"`
-}
+// AgentConfig is the JSON in the fleet-agent ConfigMap (key "config"): the
+// agent's own type, so that what the manager writes is what the agent
+// reads.
+type AgentConfig = register.AgentConfig
 
 func marshalConfig(c AgentConfig) string {
 	b, _ := json.Marshal(c)
