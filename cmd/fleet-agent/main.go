@@ -35,7 +35,7 @@ func main() {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables (env FLEET_AGENT_METRICS_BIND_ADDRESS)")
 	var sims simulatorFlags
 	fs.IntVar(&sims.count, "simulators", 0, "run this many simulated agents in this process instead of one agent (scale testing)")
-	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index>)")
+	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index in 5 digits>, e.g. sim00003)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "compete for Lease fleet-agent in the agent namespace so that one replica acts")
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", 30*time.Second), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", 25*time.Second), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")

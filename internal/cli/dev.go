@@ -32,7 +32,8 @@ served over HTTP with a GitRepo deploying it to both clusters.`,
 		Use:   "up",
 		Short: "Build, start (or resume) the local fleet and wait until every bundle is Ready",
 		Long: `up builds bin/fleet, bin/fleet-controller and bin/fleet-agent (and kube-apiserver + etcd into
-bin/controlplane on first use, unless KUBEBUILDER_ASSETS names a directory that holds them),
+bin/controlplane on first use; when KUBEBUILDER_ASSETS is set they are taken from there, and up
+stops if they are missing),
 starts three control planes, the manager and two agents, registers one cluster agent-initiated
 (env=dev) and one manager-initiated (env=prod), serves the example repository over HTTP and
 creates a GitRepo for it, then shows progress until every bundle is Ready on both clusters.
