@@ -1,10 +1,11 @@
 package bundlereader
 
-// kustomize.dir and yaml.overlays that name nothing in the bundle. Rancher
-// Fleet deploys such a bundle: its agent uses kustomize only when
-// kustomization.yaml exists at kustomize.dir (else the bundle is plain YAML,
-// or a chart whose output is not kustomized), and applies only the overlay
-// files it finds; this project's agent does the same. Refusing the bundle
+// kustomize.dir and yaml.overlays that name nothing in the bundle, or a
+// kustomize.dir outside it. Rancher Fleet deploys such a bundle: its agent
+// uses kustomize only when kustomization.yaml exists at kustomize.dir among
+// the bundle's files (else the bundle is plain YAML, or a chart whose
+// output is not kustomized), and applies only the overlay files it finds;
+// this project's agent does the same. Refusing the bundle
 // would fail the whole GitRepo (a read is all or nothing), so a fleet.yaml
 // written for Rancher reads the same here, and each such option is
 // reported as a warning instead of silently.
@@ -28,49 +29,85 @@ func hasKustomization(files []file, dir string) bool {
 	return false
 }
 
-// kustomizeDir is o's kustomize.dir, cleaned; "" when unset. A directory
-// outside the bundle is an error.
-func kustomizeDir(prefix string, o fleet.BundleDeploymentOptions) (string, error) {
+// kustomizeDir is o's kustomize.dir as Rancher Fleet's agent resolves it
+// among the bundle's files (its DetermineStyle joins and cleans the path,
+// then drops a leading "/"): "" when unset, "." for the bundle root, "x"
+// for "/x" or "x/". outside reports a dir that cleans to ".." or "../…",
+// which names no file of the bundle. Nothing is ever read at that path:
+// the bundle holds only the files under its own directory.
+func kustomizeDir(o fleet.BundleDeploymentOptions) (dir string, outside bool) {
 	if o.Kustomize == nil || o.Kustomize.Dir == "" {
-		return "", nil
+		return "", false
 	}
-	d := path.Clean(filepath.ToSlash(o.Kustomize.Dir))
-	if path.IsAbs(d) || d == ".." || strings.HasPrefix(d, "../") {
-		return "", fmt.Errorf("%skustomize.dir %q must be inside the bundle", prefix, o.Kustomize.Dir)
+	d := strings.TrimPrefix(path.Clean(filepath.ToSlash(o.Kustomize.Dir)), "/")
+	if d == "" {
+		d = "."
 	}
-	return d, nil
+	return d, d == ".." || strings.HasPrefix(d, "../")
 }
 
-// kustomizeWarnings checks that every kustomize.dir (root options and each
-// target) stays inside the bundle, and reports each one without a
-// kustomization. The option is kept: the agent then deploys without
-// kustomize, as Rancher Fleet's does (plain YAML with its overlays, or a
-// chart's output as rendered), so the deploymentID is the one Rancher
-// computes too.
-func kustomizeWarnings(files []file, root fleet.BundleDeploymentOptions, targets []fleet.BundleTarget) ([]string, error) {
+// anyKustomization tells whether any file of the bundle is a kustomization
+// (by the suffix of its name, as Rancher's agent checks before it runs
+// kustomize at all).
+func anyKustomization(files []file) bool {
+	for _, f := range files {
+		for _, n := range manifest.KustomizationNames {
+			if strings.HasSuffix(f.name, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kustomizeWarnings reports every kustomize.dir (root options and each
+// target) that the agent will not build: one without a kustomization, one
+// outside the bundle, and an absolute one (read inside the bundle). None
+// fails the read, as none fails Rancher Fleet's: the option is kept as
+// written, so the deploymentID is the one Rancher computes too, and the
+// agent deploys what Rancher's does (plain YAML with its overlays, or a
+// chart's output as rendered; a dir outside a bundle that holds a
+// kustomization fails its deployments, on the agent only).
+func kustomizeWarnings(files []file, root fleet.BundleDeploymentOptions, targets []fleet.BundleTarget) []string {
 	var warnings []string
-	check := func(prefix string, o fleet.BundleDeploymentOptions, chart bool) error {
-		dir, err := kustomizeDir(prefix, o)
-		if err != nil || dir == "" || hasKustomization(files, dir) {
-			return err
+	check := func(prefix string, o fleet.BundleDeploymentOptions, chart bool) {
+		if w := kustomizeWarning(files, o, chart); w != "" {
+			warnings = append(warnings, prefix+w)
 		}
-		what := "deployed as plain YAML"
-		if chart {
-			what = "the chart's output is deployed without kustomize"
-		}
-		warnings = append(warnings, fmt.Sprintf("%skustomize.dir %q has no kustomization.yaml: %s, as Rancher Fleet does", prefix, o.Kustomize.Dir, what))
-		return nil
 	}
-	if err := check("", root, usesChart(&root, nil)); err != nil {
-		return nil, err
-	}
+	check("", root, usesChart(&root, nil))
 	for i := range targets {
 		t := &targets[i]
-		if err := check(targetLabel(i, *t)+": ", t.BundleDeploymentOptions, usesChart(&root, t)); err != nil {
-			return nil, err
-		}
+		check(targetLabel(i, *t)+": ", t.BundleDeploymentOptions, usesChart(&root, t))
 	}
-	return warnings, nil
+	return warnings
+}
+
+// kustomizeWarning is the warning for o's kustomize.dir, "" for none.
+func kustomizeWarning(files []file, o fleet.BundleDeploymentOptions, chart bool) string {
+	dir, outside := kustomizeDir(o)
+	if dir == "" {
+		return ""
+	}
+	what := "deployed as plain YAML"
+	if chart {
+		what = "the chart's output is deployed without kustomize"
+	}
+	written := o.Kustomize.Dir
+	switch {
+	case outside && anyKustomization(files):
+		return fmt.Sprintf("kustomize.dir %q is outside the bundle, whose files alone reach the agent: "+
+			"its deployments fail, as in Rancher Fleet", written)
+	case outside:
+		return fmt.Sprintf("kustomize.dir %q is outside the bundle, whose files alone reach the agent: "+
+			"%s, as Rancher Fleet does", written, what)
+	case hasKustomization(files, dir):
+		if path.IsAbs(path.Clean(filepath.ToSlash(written))) {
+			return fmt.Sprintf("kustomize.dir %q is absolute: read as %q inside the bundle, as Rancher Fleet does", written, dir)
+		}
+		return ""
+	}
+	return fmt.Sprintf("kustomize.dir %q has no kustomization.yaml: %s, as Rancher Fleet does", written, what)
 }
 
 // usesChart tells whether the root options, merged with t if any, deploy a

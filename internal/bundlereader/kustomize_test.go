@@ -1,11 +1,15 @@
 package bundlereader
 
 import (
+	"context"
+	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/manifest"
 )
 
 // TestKustomizeAndOverlayFallback: a fleet.yaml whose kustomize.dir has no
@@ -190,4 +194,112 @@ func mergeFiles(a, b map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TestKustomizeDirOutsideTheBundle: a kustomize.dir outside the bundle's
+// directory (as Rancher Fleet resolves it among the bundle's files) does
+// not fail the read: the Bundle keeps the option as written, holds only
+// the files under its directory (a real kustomization at that path on disk,
+// in the repository or beside it, is never read) and the read warns,
+// naming the fleet.yaml and the dir. "/x" is "x" inside the bundle.
+func TestKustomizeDirOutsideTheBundle(t *testing.T) {
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+	const leak = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: leak\n"
+	outside := map[string]string{
+		// Beside the repository and inside it, outside the bundle.
+		"outside/kustomization.yaml":   "resources: [secret.yaml]\n",
+		"outside/secret.yaml":          leak,
+		"repo/base/kustomization.yaml": "resources: [secret.yaml]\n",
+		"repo/base/secret.yaml":        leak,
+	}
+	cases := []struct {
+		name      string
+		files     map[string]string
+		dir       string
+		resources []string
+		warning   string
+	}{
+		{
+			name:      "sibling directory with a kustomization",
+			files:     map[string]string{"repo/app/a.yaml": cm},
+			dir:       "../base",
+			resources: []string{"a.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "../base" is outside the bundle, whose files alone reach the agent: deployed as plain YAML, as Rancher Fleet does`,
+		},
+		{
+			name:      "directory beside the repository",
+			files:     map[string]string{"repo/app/a.yaml": cm},
+			dir:       "../../outside",
+			resources: []string{"a.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "../../outside" is outside the bundle, whose files alone reach the agent: deployed as plain YAML, as Rancher Fleet does`,
+		},
+		{
+			name:      "dir that climbs out through a subdirectory, chart",
+			files:     map[string]string{"repo/app/chart/Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n", "repo/app/chart/templates/cm.yaml": cm},
+			dir:       "chart/../../base",
+			resources: []string{"chart/Chart.yaml", "chart/templates/cm.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "chart/../../base" is outside the bundle, whose files alone reach the agent: the chart's output is deployed without kustomize, as Rancher Fleet does`,
+		},
+		{
+			name:      "bundle with a kustomization of its own",
+			files:     map[string]string{"repo/app/a.yaml": cm, "repo/app/dev/kustomization.yaml": "resources: [../a.yaml]\n"},
+			dir:       "../base",
+			resources: []string{"a.yaml", "dev/kustomization.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "../base" is outside the bundle, whose files alone reach the agent: its deployments fail, as in Rancher Fleet`,
+		},
+		{
+			name:      "absolute dir is inside the bundle",
+			files:     map[string]string{"repo/app/base/kustomization.yaml": "resources: [a.yaml]\n", "repo/app/base/a.yaml": cm},
+			dir:       "/base",
+			resources: []string{"base/a.yaml", "base/kustomization.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "/base" is absolute: read as "base" inside the bundle, as Rancher Fleet does`,
+		},
+		{
+			name:      "absolute dir without a kustomization in the bundle",
+			files:     map[string]string{"repo/app/a.yaml": cm},
+			dir:       "/base",
+			resources: []string{"a.yaml"},
+			warning:   `app/fleet.yaml: kustomize.dir "/base" has no kustomization.yaml: deployed as plain YAML, as Rancher Fleet does`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			files := mergeFiles(outside, tc.files)
+			fy := "kustomize:\n  dir: " + tc.dir + "\n"
+			if _, ok := tc.files["repo/app/chart/Chart.yaml"]; ok {
+				fy += "helm:\n  chart: chart\n"
+			}
+			files["repo/app/fleet.yaml"] = fy
+			root := writeRepo(t, files)
+			var warnings []string
+			bs, err := Read(context.Background(), "test", filepath.Join(root, "repo"), []string{"app"},
+				Options{Warn: func(m string) { warnings = append(warnings, m) }})
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if len(bs) != 1 {
+				t.Fatalf("got %d bundles, want 1", len(bs))
+			}
+			b := bs[0]
+			if got := kustomizeDirOf(b.Spec.BundleDeploymentOptions); got != tc.dir {
+				t.Errorf("kustomize.dir = %q, want %q as written", got, tc.dir)
+			}
+			var names []string
+			for n := range resourceNames(b) {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			if !reflect.DeepEqual(names, tc.resources) {
+				t.Errorf("resources = %q, want %q (nothing from outside the bundle)", names, tc.resources)
+			}
+			for _, r := range b.Spec.Resources {
+				if content, err := manifest.Decode(r); err != nil || strings.Contains(content, "leak") {
+					t.Errorf("resource %s holds a file from outside the bundle", r.Name)
+				}
+			}
+			if !reflect.DeepEqual(warnings, []string{tc.warning}) {
+				t.Errorf("warnings = %q\nwant %q", warnings, tc.warning)
+			}
+		})
+	}
 }

@@ -391,11 +391,7 @@ func readBundle(ctx context.Context, in bundleInput) (*fleet.Bundle, error) {
 			}
 		}
 	}
-	kwarnings, err := kustomizeWarnings(files, spec.BundleDeploymentOptions, targets)
-	if err != nil {
-		return nil, err
-	}
-	warn(kwarnings)
+	warn(kustomizeWarnings(files, spec.BundleDeploymentOptions, targets))
 	warn(overlayWarnings(files, spec.BundleDeploymentOptions, targets))
 
 	applyOptions(spec, in.opts)

@@ -268,7 +268,6 @@ func TestBadInput(t *testing.T) {
 		{name: "dir without Chart.yaml", files: map[string]string{"fleet.yaml": "helm:\n  chart: sub\n", "sub/x.yaml": "a: b\n"}, want: "no Chart.yaml"},
 		{name: "chart outside repo", files: map[string]string{"fleet.yaml": "helm:\n  chart: ../../x\n"}, want: "points outside the repository"},
 		{name: "unsupported chart source", files: map[string]string{"fleet.yaml": "helm:\n  chart: s3::https://example.com/x\n"}, want: "unsupported chart source"},
-		{name: "kustomize dir outside the bundle", files: map[string]string{"fleet.yaml": "kustomize:\n  dir: ../base\n", "a.yaml": "x: y\n"}, want: `kustomize.dir "../base" must be inside the bundle`},
 		{name: "missing values file", files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [nope.yaml]\n"}, want: "helm.valuesFiles"},
 		{name: "bad values file", files: map[string]string{"fleet.yaml": "helm:\n  valuesFiles: [v.yaml]\n", "v.yaml": "- list\n"}, want: "v.yaml: invalid YAML"},
 		{name: "dependsOn without name", files: map[string]string{"fleet.yaml": "dependsOn:\n- acceptedStates: [Ready]\n"}, want: "dependsOn[0]: name or selector is required"},

@@ -78,14 +78,21 @@ func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (sou
 		// the bundle root) post-processes the chart's output, so one
 		// chart can take per-cluster kustomize overlays. A chart without
 		// one deploys as Helm rendered it.
-		if dir := kustomizeDir(files, opts); dir != "" {
+		dir, err := kustomizeDir(files, opts)
+		if err != nil {
+			return source{}, err
+		}
+		if dir != "" {
 			src.kustomize = &chartKustomization{files: files, dir: dir}
 		}
 		return src, nil
 	}
+	kdir, err := kustomizeDir(files, opts)
+	if err != nil {
+		return source{}, err
+	}
 	var docs []namedDoc
-	var err error
-	if kdir := kustomizeDir(files, opts); kdir != "" {
+	if kdir != "" {
 		docs, err = kustomizeBuild(files, kdir)
 	} else {
 		var overlays []string
@@ -106,16 +113,50 @@ func renderSource(m *manifest.Manifest, opts fleet.BundleDeploymentOptions) (sou
 // means no kustomize at all, not the root's: Rancher deploys such a bundle
 // as plain YAML (or a chart's output as rendered), and the bundle reader
 // warns about it, so a fleet.yaml written for Rancher deploys the same
-// here.
-func kustomizeDir(files map[string]string, opts fleet.BundleDeploymentOptions) string {
+// here. The path is resolved among the bundle's files as Rancher's is
+// ("/x" is "x"); one outside them ("../x") names no kustomization, and
+// fails the bundle (ErrRender) when the bundle holds any kustomization, as
+// Rancher's agent fails to lay out its files to build one.
+func kustomizeDir(files map[string]string, opts fleet.BundleDeploymentOptions) (string, error) {
 	dir := "."
 	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
-		dir = path.Clean(opts.Kustomize.Dir)
+		dir = bundleDir(opts.Kustomize.Dir)
+	}
+	if dir == ".." || strings.HasPrefix(dir, "../") {
+		if anyKustomization(files) {
+			return "", fmt.Errorf("%w: kustomize.dir %q is outside the bundle, whose files alone reach the agent", ErrRender, opts.Kustomize.Dir)
+		}
+		return "", nil
 	}
 	if !hasKustomization(files, dir) {
-		return ""
+		return "", nil
 	}
-	return dir
+	return dir, nil
+}
+
+// bundleDir is a directory of fleet.yaml as Rancher Fleet's agent resolves
+// it among the bundle's files: cleaned, a leading "/" dropped ("/" is the
+// bundle root). It may still start with "../", which no file has.
+func bundleDir(d string) string {
+	d = strings.TrimPrefix(path.Clean(d), "/")
+	if d == "" {
+		return "."
+	}
+	return d
+}
+
+// anyKustomization tells whether any file of the bundle is a kustomization
+// by the suffix of its name, the check Rancher's agent makes before it
+// runs kustomize at all.
+func anyKustomization(files map[string]string) bool {
+	for name := range files {
+		for _, n := range manifest.KustomizationNames {
+			if strings.HasSuffix(name, n) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type namedDoc struct {
