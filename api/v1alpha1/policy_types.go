@@ -22,8 +22,6 @@ func init() {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
-// +kubebuilder:printcolumn:name="Require-ServiceAccount",type=boolean,JSONPath=`.requireServiceAccount`
-// +kubebuilder:printcolumn:name="Allowed-ServiceAccounts",type=string,JSONPath=`.allowedServiceAccounts`
 type Policy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

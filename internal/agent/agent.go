@@ -282,20 +282,12 @@ func runRegistered(ctx context.Context, opts Options, down client.Client, cred *
 	if err != nil {
 		return fmt.Errorf("building upstream manager: %w", err)
 	}
-	env := Env{
-		Upstream:         mgr,
-		Downstream:       opts.Downstream,
-		ClusterNamespace: cred.DeploymentNamespace,
-		ClusterName:      cred.ClusterName,
-		Workspace:        cred.ClusterNamespace,
-		AgentNamespace:   opts.Namespace,
-		CheckinInterval:  opts.CheckinInterval,
-		Workers:          opts.Workers,
+	env, err := newEnv(ctx, opts, mgr, cred)
+	if err != nil {
+		return err
 	}
-	for _, c := range components {
-		if err := c.Setup(ctx, env); err != nil {
-			return fmt.Errorf("setting up %s: %w", c.Name, err)
-		}
+	if err := setupComponents(ctx, env); err != nil {
+		return err
 	}
 	// Check-ins go through the content API where the manager takes them.
 	content, err := contentapi.NewRESTClient(upCfg, mgr.GetHTTPClient())
@@ -320,6 +312,40 @@ func runRegistered(ctx context.Context, opts Options, down client.Client, cred *
 		return cause
 	}
 	return err
+}
+
+// newEnv is what the components of a registered run get. It reads the
+// agent config's garbageCollectionInterval (ConfigMap fleet-agent) here,
+// once per run, like Rancher Fleet's agent reads its config when it
+// starts: a change applies once the agent restarts. A bad value is the
+// default and a log line (register.LoadGCInterval); only a failed read is
+// an error, which the caller retries.
+func newEnv(ctx context.Context, opts Options, mgr ctrl.Manager, cred *register.Credential) (Env, error) {
+	gc, err := register.LoadGCInterval(ctx, opts.Downstream, opts.Namespace)
+	if err != nil {
+		return Env{}, err
+	}
+	return Env{
+		Upstream:         mgr,
+		Downstream:       opts.Downstream,
+		ClusterNamespace: cred.DeploymentNamespace,
+		ClusterName:      cred.ClusterName,
+		Workspace:        cred.ClusterNamespace,
+		AgentNamespace:   opts.Namespace,
+		CheckinInterval:  opts.CheckinInterval,
+		Workers:          opts.Workers,
+		GCInterval:       gc,
+	}, nil
+}
+
+// setupComponents adds every component to env's upstream manager.
+func setupComponents(ctx context.Context, env Env) error {
+	for _, c := range components {
+		if err := c.Setup(ctx, env); err != nil {
+			return fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 // eventRecorder records the agent's problems as Events in its namespace

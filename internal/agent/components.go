@@ -35,6 +35,10 @@ type Env struct {
 	CheckinInterval time.Duration
 	// Workers is the number of concurrent BundleDeployment reconciles.
 	Workers int
+	// GCInterval is how often releases whose BundleDeployment is gone are
+	// removed: the garbageCollectionInterval of the agent config, read
+	// when the run started (zero: the default, 15m).
+	GCInterval time.Duration
 }
 
 // Component adds one part of the agent (deployer, drift, heartbeat...) to the
@@ -51,7 +55,7 @@ var components = []Component{
 		return bundledeployment.Setup(ctx, bundledeployment.Options{
 			Upstream: env.Upstream, Downstream: env.Downstream,
 			ClusterNamespace: env.ClusterNamespace, AgentNamespace: env.AgentNamespace,
-			Workers: env.Workers,
+			Workers: env.Workers, GCInterval: env.GCInterval,
 		})
 	}},
 	{Name: "metrics", Setup: func(_ context.Context, env Env) error {

@@ -50,8 +50,8 @@ type Options struct {
 	AgentNamespace   string
 	Workers          int
 	// GCInterval is how often releases without BundleDeployment are
-	// removed. Zero is the agent config's garbageCollectionInterval
-	// (ConfigMap fleet-agent in AgentNamespace downstream), else 15m.
+	// removed: the agent passes the garbageCollectionInterval of its
+	// config (Env.GCInterval). Zero is register.DefaultGCInterval (15m).
 	GCInterval time.Duration
 	// Resync re-evaluates every BundleDeployment this often (jittered) as a
 	// safety net. Default 30m.
@@ -159,11 +159,7 @@ func Setup(ctx context.Context, o Options) error {
 		o.Workers = 50
 	}
 	if o.GCInterval <= 0 {
-		gc, err := register.LoadGCInterval(ctx, o.Downstream, o.AgentNamespace)
-		if err != nil {
-			return err
-		}
-		o.GCInterval = gc
+		o.GCInterval = register.DefaultGCInterval
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Minute

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,21 +18,20 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/bundledeployment"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
-	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/manifest"
 	"github.com/fleetgo/fleet/internal/testenv"
 )
 
-// An agent started without an explicit interval (as the agent process
-// starts it) collects orphaned releases at the garbageCollectionInterval
-// of its fleet-agent ConfigMap: with 2s there, a release whose
-// BundleDeployment never existed is removed well within the wait of
+// Options.GCInterval is the interval of the garbage collector: with 2s
+// (the agent passes its config's garbageCollectionInterval, see
+// internal/agent TestAgentConfigGCIntervalReachesCollector), a release
+// whose BundleDeployment never existed is removed well within the wait of
 // eventually (90s), where the default 15m would leave it.
 //
 // The agent here has an agent namespace and cluster namespace of its own,
 // so that it touches none of the package's agent's releases, and it
 // reads upstream as an admin (only its garbage collection matters).
-func TestGarbageCollectionIntervalFromAgentConfig(t *testing.T) {
+func TestGarbageCollectionIntervalOption(t *testing.T) {
 	const (
 		agentNamespace   = "gc-config-agent"
 		clusterNamespace = "gc-config-cluster"
@@ -40,10 +40,6 @@ func TestGarbageCollectionIntervalFromAgentConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	must(t, down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}))
-	must(t, down.Client.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: register.ConfigMapName, Namespace: agentNamespace},
-		Data:       map[string]string{"config": `{"agentTLSMode":"system-store","garbageCollectionInterval":"2s"}`},
-	}))
 	must(t, up.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterNamespace}}))
 
 	dep, err := deployer.New(down.Config, agentNamespace)
@@ -67,7 +63,7 @@ func TestGarbageCollectionIntervalFromAgentConfig(t *testing.T) {
 	must(t, err)
 	must(t, bundledeployment.Setup(ctx, bundledeployment.Options{
 		Upstream: mgr, Downstream: down.Config, ClusterNamespace: clusterNamespace,
-		AgentNamespace: agentNamespace, Workers: 1,
+		AgentNamespace: agentNamespace, Workers: 1, GCInterval: 2 * time.Second,
 	}))
 	done := make(chan struct{})
 	go func() {
