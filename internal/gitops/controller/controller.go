@@ -8,8 +8,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -35,7 +33,6 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
-	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/policy"
 )
 
@@ -102,9 +99,10 @@ type Reconciler struct {
 	// granted is the service account and client Secret the last
 	// successful sync of each GitRepo built with (authorize's defaults
 	// included), so that a Policy or restriction default changed since
-	// rebuilds its Bundles at once instead of at the next commit. It is
-	// not persisted: after a restart a change made meanwhile waits for the
-	// next commit or spec change.
+	// rebuilds its Bundles at once instead of at the next commit. After a
+	// restart it is seeded with the grant of now when the Bundles' build
+	// record (BuildAnnotation) matches it; when it does not, the commit is
+	// built again (seedBuilt).
 	granted map[types.NamespacedName][2]string
 	// grantTried is the grant of the last attempt, so that a new one skips
 	// the timer once, not at every wake-up while its sync fails.
@@ -116,10 +114,10 @@ type Reconciler struct {
 	unwritten map[types.NamespacedName]syncedFields
 	// built names the Bundles the GitRepo's current commit produced (the
 	// last successful sync's, or after a restart those found labelled
-	// with status.commit: seedBuilt), so that one deleted by someone
-	// else is built again at once (goneBundles). Bundles the GitRepo's
-	// own apply prunes leave this set first, so their deletion rebuilds
-	// nothing.
+	// with status.commit when they match their build record: seedBuilt),
+	// so that one deleted by someone else is built again at once
+	// (goneBundles). Bundles the GitRepo's own apply prunes leave this
+	// set first, so their deletion rebuilds nothing.
 	built map[types.NamespacedName]map[string]bool
 	// goneTried is the set of gone Bundles the last attempt rebuilt for,
 	// so that it skips the timer once, not at every wake-up while that
@@ -355,112 +353,4 @@ func (r *Reconciler) bundleStatus(ctx context.Context, repo *fleet.GitRepo) (bun
 		}
 	}
 	return summarizeBundles(bundles.Items, bds), nil
-}
-
-// goneBundles returns, sorted, the Bundles of the GitRepo's current commit
-// (built) that no longer exist: deleted by someone else, since the
-// GitRepo's own prune takes a Bundle out of built before deleting it. One
-// still being deleted is not gone yet (writing it now would fail while its
-// finalizers run); the Bundle watch brings the GitRepo back once it has
-// gone. The cache may lag behind a Bundle the last sync created, so what
-// it lacks is looked up on the API server before it counts as gone. On an
-// error nothing counts as gone: the next poll looks again.
-func (r *Reconciler) goneBundles(ctx context.Context, repo *fleet.GitRepo) []string {
-	key := client.ObjectKeyFromObject(repo)
-	r.mu.Lock()
-	built, known := r.built[key]
-	r.mu.Unlock()
-	applied := repo.Status.Commit != "" && repo.Status.ObservedGeneration == repo.Generation &&
-		repo.Status.UpdateGeneration == repo.Spec.ForceSyncGeneration
-	if (known && len(built) == 0) || (!known && !applied) {
-		// Nothing built, or a sync is due anyway (it records built).
-		return nil
-	}
-	log := ctrl.LoggerFrom(ctx)
-	var list fleet.BundleList
-	// Read-only use of the cached objects: only names are looked at.
-	if err := r.Client.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingLabels{fleet.RepoLabel: repo.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		log.Error(err, "listing bundles", "gitrepo", key)
-		return nil
-	}
-	if !known {
-		r.seedBuilt(key, repo.Status.Commit, list.Items)
-		return nil
-	}
-	present := make(map[string]bool, len(list.Items))
-	for i := range list.Items {
-		present[list.Items[i].Name] = true
-	}
-	var gone []string
-	for name := range built {
-		if present[name] {
-			continue
-		}
-		live := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Bundle"))
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, live)
-		if err == nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			log.Error(err, "reading bundle", "gitrepo", key, "bundle", name)
-			return nil
-		}
-		gone = append(gone, name)
-	}
-	slices.Sort(gone)
-	return gone
-}
-
-// seedBuilt fills built for a GitRepo this process has not synced yet
-// (after a restart) with its Bundles labelled with the applied commit
-// (every sync labels all of them) and not being deleted. Nothing records
-// the names the last build produced, so a Bundle deleted while the
-// manager was down is not noticed before the next commit or spec change;
-// one deleted from now on is.
-func (r *Reconciler) seedBuilt(key types.NamespacedName, commit string, bundles []fleet.Bundle) {
-	names := map[string]bool{}
-	for i := range bundles {
-		b := &bundles[i]
-		if b.DeletionTimestamp.IsZero() && b.Labels[fleet.CommitLabel] == commit {
-			names[b.Name] = true
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.built[key]; !ok {
-		r.built[key] = names
-	}
-}
-
-// recordBuilt notes which Bundles an apply of repo's commit left: after
-// a success exactly those written (apply pruned the others); after a
-// failure the previous set without those it pruned (apply prunes only
-// once every Bundle is written, and stops at the first failed deletion).
-// The sets are replaced, never changed in place, so a copy read under mu
-// stays valid.
-func (r *Reconciler) recordBuilt(repo *fleet.GitRepo, bundles []*fleet.Bundle, res *apply.Result, err error) {
-	key := client.ObjectKeyFromObject(repo)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		names := make(map[string]bool, len(bundles))
-		for _, b := range bundles {
-			// Apply puts a Bundle naming no namespace in the GitRepo's,
-			// the only one goneBundles looks in.
-			if b.Namespace == "" || b.Namespace == repo.Namespace {
-				names[b.Name] = true
-			}
-		}
-		r.built[key] = names
-		return
-	}
-	prev, ok := r.built[key]
-	if !ok || res == nil || len(res.Deleted) == 0 {
-		return
-	}
-	names := maps.Clone(prev)
-	for _, name := range res.Deleted {
-		delete(names, name)
-	}
-	r.built[key] = names
 }

@@ -22,6 +22,39 @@ import (
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
+// startManager runs a manager of its own on cluster, as
+// fleettest.StartControllers makes, with the Bundle and GitRepo
+// controllers (whose names may be the shared manager's), and returns what
+// stops it. A test stops and starts it to play a manager restart.
+func startManager(t *testing.T, cluster *testenv.Cluster) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	if err := bundle.Setup(mctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gitops.Setup(mctx, mgr, gitops.Options{Workers: 2, GitTimeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // TestHandDeletedBundleAfterRestart: a manager started after the GitRepo
 // was synced (by a previous one) still brings back a Bundle deleted by
 // hand, though it never built the commit itself. It runs on a cluster of
@@ -34,35 +67,7 @@ func TestHandDeletedBundleAfterRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cluster.Stop() })
 	c := cluster.Client
-	// A manager of its own, as fleettest.StartControllers makes, whose
-	// controllers may have the names of the shared manager's.
-	start := func() func() {
-		t.Helper()
-		mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
-			Scheme:                 testenv.Scheme,
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mctx, cancel := context.WithCancel(ctx)
-		if err := bundle.Setup(mctx, mgr, bundle.Options{Workers: 2, Coalesce: 200 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := gitops.Setup(mctx, mgr, gitops.Options{Workers: 2, GitTimeout: 10 * time.Second}); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := mgr.Start(mctx); err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		}()
-		return func() { cancel(); <-done }
-	}
+	start := func() func() { return startManager(t, cluster) }
 	bundles := func() map[string]fleet.Bundle {
 		t.Helper()
 		var list fleet.BundleList

@@ -88,10 +88,12 @@ func (r *Reconciler) pollAndSync(ctx context.Context, repo *fleet.GitRepo) (sync
 	}
 	// A Bundle of the applied commit was deleted by hand: git says it
 	// should exist, so the commit is built again at once rather than at
-	// the next commit (as a HelmOp recreates its Bundle). Like a new grant
-	// it bypasses the timer once per set of gone Bundles (goneTried):
-	// while that rebuild fails, its backoff applies.
-	gone := strings.Join(r.goneBundles(ctx, repo), ",")
+	// the next commit (as a HelmOp recreates its Bundle). So is a commit
+	// whose Bundles, found after a restart, do not match their build
+	// record (one deleted, or a default changed, while the manager was
+	// down). Like a new grant it bypasses the timer once per set of gone
+	// Bundles (goneTried): while that rebuild fails, its backoff applies.
+	gone := strings.Join(r.goneBundles(ctx, repo, grant), ",")
 	r.mu.Lock()
 	goneNew := gone != "" && r.goneTried[key] != gone
 	r.mu.Unlock()
@@ -161,7 +163,8 @@ func (r *Reconciler) refuse(key client.ObjectKey, repo *fleet.GitRepo, interval 
 // attempt is what pollAndSync asks of poll.
 type attempt struct {
 	// retrySync rebuilds the commit even when the status says it is
-	// applied (the last sync failed, or the grant changed).
+	// applied (the last sync failed, the grant changed, or Bundles of
+	// the commit are gone).
 	retrySync bool
 	// grant is the service account and client Secret the build uses.
 	grant [2]string
@@ -220,7 +223,7 @@ func (r *Reconciler) poll(ctx context.Context, repo, authorized *fleet.GitRepo, 
 		setSyncErr(out, f.Err)
 		return nil
 	}
-	err = r.sync(ctx, repo, remote, ref)
+	err = r.sync(ctx, repo, remote, ref, a.grant)
 	r.Opts.Tracker.RecordSync(key, poll.Interval(repo.Spec.PollingInterval), input, err)
 	if err != nil {
 		setSyncErr(out, err)
@@ -311,10 +314,11 @@ func isRejected(err error) bool {
 		errors.Is(err, apply.ErrInvalidValues) || errors.Is(err, apply.ErrOwnedByOther)
 }
 
-// sync fetches commit, builds its Bundles and applies them. Nothing is
+// sync fetches commit, builds its Bundles and applies them, each with
+// the record of the build (names and grant: stampBuild). Nothing is
 // written unless every bundle of the commit was built, so a broken commit
 // leaves the previous Bundles (and deployments) untouched.
-func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.Remote, ref git.Ref) error {
+func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.Remote, ref git.Ref, grant [2]string) error {
 	commit := ref.Commit
 	log := ctrl.LoggerFrom(ctx)
 	dir, err := os.MkdirTemp("", "fleet-gitrepo-")
@@ -350,6 +354,7 @@ func (r *Reconciler) sync(ctx context.Context, repo *fleet.GitRepo, remote git.R
 	if err != nil {
 		return &syncError{reason: ReasonBuildFailed, stalled: isReadInputError(err), err: fmt.Errorf("commit %s: %w", short(fetched), err)}
 	}
+	stampBuild(repo, bundles, grant)
 	res, err := apply.ApplyWithResult(ctx, r.Client, bundles, apply.Options{
 		Namespace:     repo.Namespace,
 		PruneSelector: map[string]string{fleet.RepoLabel: repo.Name},
