@@ -16,8 +16,6 @@ func init() {
 // +kubebuilder:metadata:annotations="helm.sh/resource-policy=keep"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Bundles-Ready",type=string,JSONPath=`.status.display.readyBundles`
-// +kubebuilder:printcolumn:name="Nodes-Ready",type=string,JSONPath=`.status.display.readyNodes`
-// +kubebuilder:printcolumn:name="Sample-Node",type=string,JSONPath=`.status.display.sampleNode`
 // +kubebuilder:printcolumn:name="Last-Seen",type=string,JSONPath=`.status.agent.lastSeen`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type Cluster struct {
@@ -168,6 +166,17 @@ type ClusterStatus struct {
 	// agent without a redeployAgentGeneration bump.
 	// +optional
 	AgentConfigHash string `json:"agentConfigHash,omitempty"`
+	// AgentDeployedNamespace is the downstream namespace of the agent the
+	// manager installed on an imported cluster. status.agent.namespace
+	// cannot serve: every agent of the cluster writes it at check-in,
+	// an old one too. When the agent namespace changes, the manager
+	// installs the agent in the new namespace, then removes what it made
+	// in this one, and only then records the new namespace here: while
+	// it differs from the agent namespace, the removal is retried. Empty
+	// when the manager installed no agent, or removed it
+	// (bootstrap.localAgentDisabled).
+	// +optional
+	AgentDeployedNamespace string `json:"agentDeployedNamespace,omitempty"`
 	// +optional
 	AgentMigrated bool `json:"agentMigrated,omitempty"`
 	// +optional
@@ -189,7 +198,8 @@ type ClusterDisplay struct {
 	// ReadyBundles is "ready/desired".
 	// +optional
 	ReadyBundles string `json:"readyBundles,omitempty"`
-	// ReadyNodes is "ready/total".
+	// ReadyNodes is "ready/total". Still reported for clients that read
+	// it, but no printer column since Rancher Fleet v0.10 (nor SampleNode).
 	// +optional
 	ReadyNodes string `json:"readyNodes,omitempty"`
 	// SampleNode is the first ready node, else the first non-ready one.

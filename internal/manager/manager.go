@@ -87,6 +87,12 @@ type Options struct {
 	// BootstrapNamespace (chart values bootstrap.repo, secret, branch,
 	// paths).
 	BootstrapRepo registration.BootstrapRepo
+	// BootstrapAgentNamespace, when set, is spec.agentNamespace of the
+	// local Cluster (chart value bootstrap.agentNamespace).
+	BootstrapAgentNamespace string
+	// BootstrapLocalAgentDisabled keeps the agent off the local Cluster
+	// (chart value bootstrap.localAgentDisabled).
+	BootstrapLocalAgentDisabled bool
 	// Workers is the number of concurrent reconciles per controller.
 	Workers int
 	// MaxInFlight bounds the manager's API requests in flight, watches and

@@ -25,6 +25,8 @@ func registrationOptions(opts Options) registration.Options {
 		BootstrapNamespace:          opts.BootstrapNamespace,
 		BootstrapClusterLabels:      opts.BootstrapClusterLabels,
 		BootstrapRepo:               opts.BootstrapRepo,
+		BootstrapAgentNamespace:     opts.BootstrapAgentNamespace,
+		LocalAgentDisabled:          opts.BootstrapLocalAgentDisabled,
 		AgentCheckinInterval:        opts.AgentCheckinInterval,
 		GarbageCollectionInterval:   opts.GarbageCollectionInterval,
 		AgentTokenTTL:               opts.AgentTokenTTL,

@@ -3,6 +3,7 @@ package registration
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -50,17 +51,21 @@ const (
 //     removed (unless another field manager set the same value too, and
 //     so shares it), and labels users added by hand are left alone.
 //     Entries that are not valid labels are left out with a Warning
-//     Event (validLabels). The rest of
-//     an existing Cluster "local" (its spec) and ClusterGroup "default" are
-//     left as the user made them.
+//     Event (validLabels).
+//   - Cluster "local" carries spec.agentNamespace =
+//     Options.BootstrapAgentNamespace, applied the same way (emptied, the
+//     field the bootstrap set is removed), as Rancher's bootstrap sets it.
+//     The rest of an existing Cluster "local" (its spec) and ClusterGroup
+//     "default" are left as the user made them.
 //   - GitRepo "bootstrap" (when Options.BootstrapRepo.Repo is set) is
 //     server-side applied with the chart's repo, branch, paths and
 //     clientSecretName, so that changing the chart values changes it on
 //     the next start, as Rancher users expect; fields the chart does not
-//     set (targets, pollingInterval, ...) stay as users made them. It is
-//     never deleted: unsetting bootstrap.repo leaves it as it is, and a
+//     set (targets, pollingInterval, ...) stay as users made them. A
 //     GitRepo "bootstrap" deleted by hand comes back on the next start
-//     while bootstrap.repo is set.
+//     while bootstrap.repo is set. Unset, the GitRepo is deleted, as
+//     Rancher's apply set deletes what it no longer holds, but only when
+//     the bootstrap applied it (removeBootstrapGitRepo).
 type Bootstrap struct {
 	reconcilerBase
 }
@@ -150,8 +155,9 @@ type BootstrapRepo struct {
 
 // ensureLocalObjects creates Cluster "local" and ClusterGroup "default"
 // in the bootstrap namespace when they are missing, applies the labels
-// of Cluster "local" and, when configured, GitRepo "bootstrap" (see
-// Bootstrap for what is converged and what is left alone).
+// and agent namespace of Cluster "local" and applies or removes GitRepo
+// "bootstrap" (see Bootstrap for what is converged and what is left
+// alone).
 func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	ns := b.Opts.BootstrapNamespace
 	// Created with name=local only, which no start ever removes: the
@@ -176,15 +182,110 @@ func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	// label nor a GitRepo the API server refuses holds anything else back.
 	labels, refused := validLabels(b.Opts.BootstrapClusterLabels)
 	if len(refused) > 0 {
-		msg := "bootstrap.clusterLabels: left out, not valid labels: " + strings.Join(refused, "; ")
-		ctrl.Log.WithName("bootstrap").Info(msg)
-		b.warnLocalCluster(ctx, ReasonInvalidBootstrapValues, msg)
+		b.warnInvalidValues(ctx, "bootstrap.clusterLabels: left out, not valid labels: "+strings.Join(refused, "; "))
 	}
-	err := applyBootstrapObject(ctx, b.Client, localClusterLabels(ns, labels))
+	agentNS, err := b.localAgentNamespace(ctx)
+	if err == nil {
+		err = applyBootstrapObject(ctx, b.Client, localCluster(ns, labels, agentNS))
+	}
 	if b.Opts.BootstrapRepo.Repo != "" {
-		err = errors.Join(err, applyBootstrapObject(ctx, b.Client, bootstrapGitRepo(ns, b.Opts.BootstrapRepo)))
+		return errors.Join(err, applyBootstrapObject(ctx, b.Client, bootstrapGitRepo(ns, b.Opts.BootstrapRepo)))
 	}
-	return err
+	return errors.Join(err, b.removeBootstrapGitRepo(ctx))
+}
+
+// warnInvalidValues logs msg and records it on Cluster "local" as a
+// Warning Event InvalidBootstrapValues.
+func (b *Bootstrap) warnInvalidValues(ctx context.Context, msg string) {
+	ctrl.Log.WithName("bootstrap").Info(msg)
+	b.warnLocalCluster(ctx, ReasonInvalidBootstrapValues, msg)
+}
+
+// localAgentNamespace is the spec.agentNamespace the bootstrap applies to
+// Cluster "local": Options.BootstrapAgentNamespace (empty: none). A value
+// that is no namespace name is left out with a Warning Event; the value
+// the bootstrap applied before is then applied again, so that a typo in
+// the chart neither moves nor removes the local agent.
+func (b *Bootstrap) localAgentNamespace(ctx context.Context) (string, error) {
+	want := b.Opts.BootstrapAgentNamespace
+	errs := validation.IsDNS1123Label(want)
+	if want == "" || len(errs) == 0 {
+		return want, nil
+	}
+	b.warnInvalidValues(ctx, fmt.Sprintf("bootstrap.agentNamespace %.80q: left out, not a valid namespace name: %s", want, strings.Join(errs, ", ")))
+	cluster := &fleet.Cluster{}
+	if err := b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: fleet.LocalClusterName}, cluster); err != nil {
+		return "", fmt.Errorf("reading local cluster: %w", err)
+	}
+	if appliedField(cluster.ManagedFields, bootstrapFieldOwner, "spec", "agentNamespace") {
+		return cluster.Spec.AgentNamespace, nil
+	}
+	return "", nil
+}
+
+// removeBootstrapGitRepo deletes GitRepo "bootstrap" of the bootstrap
+// namespace (through its finalizer, which removes its Bundles) when the
+// bootstrap applied it. One a user made (no apply of
+// bootstrapFieldOwner in its managedFields) is kept, and the log says
+// why.
+func (b *Bootstrap) removeBootstrapGitRepo(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: bootstrapGitRepoName}
+	repo := &fleet.GitRepo{}
+	if err := b.Reader.Get(ctx, key, repo); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	log := ctrl.Log.WithName("bootstrap").WithValues("namespace", key.Namespace, "gitrepo", key.Name)
+	switch {
+	case !repo.DeletionTimestamp.IsZero():
+		return nil
+	case !appliedBy(repo.ManagedFields, bootstrapFieldOwner):
+		log.Info("bootstrap.repo is empty, GitRepo kept: it was not applied by the bootstrap")
+		return nil
+	}
+	// The UID precondition spares a GitRepo made anew meanwhile.
+	if err := b.Client.Delete(ctx, repo, client.Preconditions{UID: &repo.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting GitRepo %s: %w", key, err)
+	}
+	log.Info("bootstrap.repo is empty, GitRepo deleted")
+	return nil
+}
+
+// appliedBy says whether manager server-side applied any field of the
+// object with managedFields.
+func appliedBy(managedFields []metav1.ManagedFieldsEntry, manager client.FieldOwner) bool {
+	for _, e := range managedFields {
+		if e.Manager == string(manager) && e.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// appliedField says whether manager's server-side apply owns the field at
+// path (field names) of the object with managedFields.
+func appliedField(managedFields []metav1.ManagedFieldsEntry, manager client.FieldOwner, path ...string) bool {
+	for _, e := range managedFields {
+		if e.Manager != string(manager) || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		for i, name := range path {
+			next, ok := fields["f:"+name]
+			if !ok {
+				break
+			}
+			if i == len(path)-1 {
+				return true
+			}
+			if fields, ok = next.(map[string]any); !ok {
+				break
+			}
+		}
+	}
+	return false
 }
 
 // validLabels is labels without the entries the API server would refuse
@@ -211,14 +312,18 @@ func validLabels(labels map[string]string) (map[string]string, []string) {
 // Cluster "local" when chart values of the bootstrap are left out.
 const ReasonInvalidBootstrapValues = "InvalidBootstrapValues"
 
-// localClusterLabels is the apply configuration of the labels of Cluster
-// "local" in ns: extra plus name=local, which wins over an extra "name".
-// Nothing else of the Cluster is in it, so nothing else is touched.
-func localClusterLabels(ns string, extra map[string]string) *unstructured.Unstructured {
+// localCluster is the apply configuration of Cluster "local" in ns: its
+// labels, extra plus name=local (which wins over an extra "name"), and
+// spec.agentNamespace when agentNS is set. Nothing else of the Cluster is
+// in it, so nothing else is touched.
+func localCluster(ns string, extra map[string]string, agentNS string) *unstructured.Unstructured {
 	labels := make(map[string]string, len(extra)+1)
 	maps.Copy(labels, extra)
 	labels["name"] = fleet.LocalClusterName
-	u := &unstructured.Unstructured{}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if agentNS != "" {
+		u.Object["spec"] = map[string]any{"agentNamespace": agentNS}
+	}
 	u.SetGroupVersionKind(fleet.GroupVersion.WithKind("Cluster"))
 	u.SetNamespace(ns)
 	u.SetName(fleet.LocalClusterName)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,8 +22,8 @@ import (
 // and bootstrap.repo/secret/branch/paths give Cluster "local" its labels
 // and make GitRepo "bootstrap", and each start converges both to the
 // values as Rancher Fleet's bootstrap does: values changed by hand are set
-// back, what the values no longer ask for is removed, what users added
-// stays, and the GitRepo is never deleted.
+// back, what the values no longer ask for is removed (the GitRepo itself
+// once bootstrap.repo is emptied), and what users added stays.
 func TestBootstrapClusterLabelsAndGitRepo(t *testing.T) {
 	ctx := context.Background()
 	c := up.Client
@@ -114,10 +115,13 @@ func TestBootstrapClusterLabelsAndGitRepo(t *testing.T) {
 	wantLabels(map[string]string{"name": "local", "env": "staging", "owner": "me"})
 	wantRepo(repoB.Repo, "main", "", nil, "1m0s")
 
-	// Unsetting bootstrap.repo never deletes the GitRepo.
+	// Unsetting bootstrap.repo deletes the GitRepo the bootstrap applied,
+	// as Rancher Fleet does (TestBootstrapRepoEmptied has the details).
 	start(nil, registration.BootstrapRepo{})
 	wantLabels(map[string]string{"name": "local", "owner": "me"})
-	wantRepo(repoB.Repo, "main", "", nil, "1m0s")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bootstrap"}, &fleet.GitRepo{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("GitRepo bootstrap after bootstrap.repo was emptied: err = %v, want NotFound", err)
+	}
 }
 
 // TestBootstrapLeavesOutInvalidLabels: a clusterLabels entry the API

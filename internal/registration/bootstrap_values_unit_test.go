@@ -44,7 +44,7 @@ func TestLocalClusterLabels(t *testing.T) {
 			want: map[string]string{"name": "local", "env": "dev"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := localClusterLabels("fleet-local", tc.extra)
+			u := localCluster("fleet-local", tc.extra, "")
 			got := u.GetLabels()
 			if len(got) != len(tc.want) {
 				t.Fatalf("labels %v, want %v", got, tc.want)

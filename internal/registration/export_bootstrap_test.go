@@ -3,6 +3,7 @@ package registration
 import (
 	"context"
 
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -12,5 +13,12 @@ import (
 // local-cluster: the Cluster is then not imported, so that a test of the
 // bootstrap values leaves the package's local agent alone.
 func EnsureLocalObjects(ctx context.Context, c client.Client, opts Options) error {
-	return (&Bootstrap{reconcilerBase: reconcilerBase{Client: c, Opts: opts}}).ensureLocalObjects(ctx)
+	return EnsureLocalObjectsRecording(ctx, c, opts, nil)
+}
+
+// EnsureLocalObjectsRecording is EnsureLocalObjects recording the
+// bootstrap's Events on Cluster "local" with rec.
+func EnsureLocalObjectsRecording(ctx context.Context, c client.Client, opts Options, rec events.EventRecorder) error {
+	b := &Bootstrap{reconcilerBase: reconcilerBase{Client: c, Reader: c, Opts: opts, Recorder: rec}}
+	return b.ensureLocalObjects(ctx)
 }

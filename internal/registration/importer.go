@@ -103,8 +103,15 @@ var kubeconfigRecheckOf = func(*fleet.Cluster) time.Duration { return kubeconfig
 // of the kubeconfig Secret, looked at again when the Secret changes and
 // every kubeconfigRecheck). Otherwise the manager does not contact the
 // cluster. A Cluster imported before the hash was
-// recorded waits its turn within backfillSpread.
+// recorded waits its turn within backfillSpread. After an install, the
+// agents the manager installed before in other namespaces of the cluster
+// are removed (removeStaleAgents; retried, finishAgentMove, when that
+// fails). Cluster "local" with Options.LocalAgentDisabled gets no agent
+// (disableLocalAgent).
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
+	if r.localAgentDisabled(cluster) {
+		return r.disableLocalAgent(ctx, cluster)
+	}
 	over, err := r.currentOverride(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -121,14 +128,14 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	recheck := ctrl.Result{RequeueAfter: jitter(kubeconfigRecheckOf(cluster))}
 	why := importReason(cluster, hash)
 	if why == "" {
-		return recheck, nil
+		return recheck, r.finishAgentMove(ctx, cluster)
 	}
 	if why == reasonConfigChanged && cluster.Status.AgentConfigHash == "" {
 		if wait := backfillDelay(cluster.UID, backfillStart(time.Now()), time.Now(), backfillSpread); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	res, applied, err := r.doImport(ctx, cluster)
+	res, applied, down, err := r.doImport(ctx, cluster)
 	if err == nil && res.RequeueAfter == 0 && applied != over {
 		// The Secret changed since the look above: record what was
 		// installed.
@@ -145,7 +152,9 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		cluster.Status.AgentMigrated = true
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
 		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream", "why", why)
-		return recheck, nil
+		// Only now that the new agent is installed: a failure to remove
+		// the old one never keeps the new one from running.
+		return recheck, r.removeStaleAgents(ctx, cluster, down, r.agentNamespace(cluster))
 	case errors.As(err, &bad):
 		r.refuseAgentSpec(ctx, cluster, bad)
 		return ctrl.Result{}, nil
@@ -176,32 +185,34 @@ func (r *ClusterReconciler) refuseAgentSpec(ctx context.Context, cluster *fleet.
 	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ReasonInvalidAgentScheduling, msg, cluster.Generation)
 }
 
-// doImport applies the agent to cluster's downstream cluster and returns
-// the apiServerURL/apiServerCA of the kubeconfig Secret it applied with.
-func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, apiServerOverride, error) {
+// connect is a client of cluster's downstream cluster, made from its
+// kubeconfig Secret (also returned) once the cluster answered. A failure
+// the user can fix (the Secret, the kubeconfig, the network) is an
+// *importError.
+func (r *ClusterReconciler) connect(ctx context.Context, cluster *fleet.Cluster) (client.Client, *corev1.Secret, error) {
 	secretNS := kubeconfigSecretNamespace(cluster)
 	if !allowedSecretNamespace(cluster.Namespace, secretNS) {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonSecretNotAllowed, fmt.Errorf("kubeConfigSecretNamespace %q is not allowed", secretNS)}
+		return nil, nil, &importError{ReasonSecretNotAllowed, fmt.Errorf("kubeConfigSecretNamespace %q is not allowed", secretNS)}
 	}
 	kcSecret := &corev1.Secret{}
 	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: cluster.Spec.KubeConfigSecret}, kcSecret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, apiServerOverride{}, &importError{ReasonSecretMissing, fmt.Errorf("kubeconfig secret %s/%s not found", secretNS, cluster.Spec.KubeConfigSecret)}
+			return nil, nil, &importError{ReasonSecretMissing, fmt.Errorf("kubeconfig secret %s/%s not found", secretNS, cluster.Spec.KubeConfigSecret)}
 		}
-		return ctrl.Result{}, apiServerOverride{}, err
+		return nil, nil, err
 	}
 	if r.isLocalKubeconfig(cluster, secretNS, cluster.Spec.KubeConfigSecret) && isStaleLocalKubeconfig(kcSecret, time.Now()) {
 		// The token written at start-up lasts ImportTokenTTL; a redeploy
 		// of the local agent later needs a new one.
 		fresh, err := r.writeLocalKubeconfig(ctx)
 		if err != nil {
-			return ctrl.Result{}, apiServerOverride{}, fmt.Errorf("refreshing the local cluster's kubeconfig: %w", err)
+			return nil, nil, fmt.Errorf("refreshing the local cluster's kubeconfig: %w", err)
 		}
 		kcSecret = fresh
 	}
 	cfg, err := importRESTConfig(kcSecret.Data["value"])
 	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}
+		return nil, nil, &importError{ReasonBadKubeconfig, fmt.Errorf("kubeconfig secret %s/%s: %w", secretNS, cluster.Spec.KubeConfigSecret, err)}
 	}
 	cfg.Timeout = importConnectionTimeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
@@ -209,12 +220,26 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 		_, err = dc.ServerVersion()
 	}
 	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, fmt.Errorf("cannot reach the cluster with the kubeconfig: %w", err)}
+		return nil, nil, &importError{ReasonUnreachable, fmt.Errorf("cannot reach the cluster with the kubeconfig: %w", err)}
 	}
+	down, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
+	if err != nil {
+		return nil, nil, &importError{ReasonUnreachable, err}
+	}
+	return down, kcSecret, nil
+}
 
+// doImport applies the agent to cluster's downstream cluster and returns
+// the apiServerURL/apiServerCA of the kubeconfig Secret it applied with,
+// and the client it applied with.
+func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, apiServerOverride, client.Client, error) {
+	down, kcSecret, err := r.connect(ctx, cluster)
+	if err != nil {
+		return ctrl.Result{}, apiServerOverride{}, nil, err
+	}
 	tokValues, res, err := r.importValues(ctx, cluster)
 	if err != nil || res.RequeueAfter > 0 {
-		return res, apiServerOverride{}, err
+		return res, apiServerOverride{}, nil, err
 	}
 	// The URL and CA are the manager's now, as hashed, not the token's:
 	// its values keep those of when they were written (a manager
@@ -224,25 +249,21 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	values := r.agentValues(cluster, over)
 	values.Token, values.TokenName = tokValues.Token, tokValues.TokenName
 	if values.APIServerURL == "" {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
-	}
-	down, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
-	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonUnreachable, err}
+		return ctrl.Result{}, apiServerOverride{}, nil, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
 	}
 	objs, err := AgentObjects(r.agentManifest(cluster, values))
 	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, err
+		return ctrl.Result{}, apiServerOverride{}, nil, err
 	}
 	if err := applyAgent(ctx, down, objs); err != nil {
-		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonApplyFailed, err}
+		return ctrl.Result{}, apiServerOverride{}, nil, &importError{ReasonApplyFailed, err}
 	}
 	cluster.Status.APIServerURL = values.APIServerURL
 	sum := sha256.Sum224([]byte(values.APIServerCA))
 	cluster.Status.APIServerCAHash = hex.EncodeToString(sum[:])
 	cluster.Status.AgentTLSMode = "strict"
 	cluster.Status.GarbageCollectionInterval = &metav1.Duration{Duration: agentGCInterval(r.Opts.GarbageCollectionInterval)}
-	return ctrl.Result{}, over, nil
+	return ctrl.Result{}, over, down, nil
 }
 
 // agentGCInterval is the interval an agent installed with the manager's
@@ -312,15 +333,20 @@ func backfillDelay(uid types.UID, start, now time.Time, spread time.Duration) ti
 // agentConfigHash both build it here, so that the hash covers what is
 // applied.
 func (r *ClusterReconciler) agentManifest(cluster *fleet.Cluster, values Values) AgentManifest {
-	ns := cluster.Spec.AgentNamespace
-	if ns == "" {
-		ns = r.Opts.SystemNamespace
-	}
 	return AgentManifest{
-		Namespace: ns, Values: values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
+		Namespace: r.agentNamespace(cluster), Values: values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
 		Image: r.Opts.AgentImage, CheckinInterval: r.Opts.AgentCheckinInterval, Cluster: cluster,
 		GarbageCollectionInterval: r.Opts.GarbageCollectionInterval,
 	}
+}
+
+// agentNamespace is the downstream namespace of cluster's agent:
+// spec.agentNamespace, else the manager's system namespace.
+func (r *ClusterReconciler) agentNamespace(cluster *fleet.Cluster) string {
+	if ns := cluster.Spec.AgentNamespace; ns != "" {
+		return ns
+	}
+	return r.Opts.SystemNamespace
 }
 
 // agentConfigHash is agentConfigHashWith for a kubeconfig Secret without

@@ -93,7 +93,7 @@ func run(m *testing.M) int {
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a", optsWorkspace, imageWorkspace, collideWorkspaceA, collideWorkspaceB} {
+	for _, ns := range []string{workspace, fleet.DefaultSystemRegistrationNamespace, "ws-a", optsWorkspace, imageWorkspace, collideWorkspaceA, collideWorkspaceB, localOffNamespace} {
 		if err := up.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -110,7 +110,7 @@ func run(m *testing.M) int {
 		Credentials:        creds,
 	}
 	done, err := startManager(ctx, opts, map[string]cache.Config{cache.AllNamespaces: {}, optsWorkspace: {LabelSelector: never},
-		imageWorkspace: {LabelSelector: never}})
+		imageWorkspace: {LabelSelector: never}, localOffNamespace: {LabelSelector: never}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

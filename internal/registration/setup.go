@@ -53,6 +53,15 @@ type Options struct {
 	// bootstrap namespace (chart values bootstrap.repo, secret, branch,
 	// paths); see Bootstrap.
 	BootstrapRepo BootstrapRepo
+	// BootstrapAgentNamespace, when set, is spec.agentNamespace of Cluster
+	// "local" (chart value bootstrap.agentNamespace); see Bootstrap.
+	BootstrapAgentNamespace string
+	// LocalAgentDisabled keeps the agent off Cluster "local" of
+	// BootstrapNamespace (chart value bootstrap.localAgentDisabled): none
+	// is installed, and the one installed before is removed once the
+	// Cluster's kubeconfig is known to reach the manager's own cluster.
+	// The Cluster stays. See disableLocalAgent.
+	LocalAgentDisabled bool
 	// AgentCheckinInterval is passed to imported agents.
 	AgentCheckinInterval time.Duration
 	// GarbageCollectionInterval is how often agents installed on imported

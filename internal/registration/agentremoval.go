@@ -1,0 +1,258 @@
+package registration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+// Reasons of the removal of an agent the manager installed (Events, and
+// the Imported condition while a removal fails).
+const (
+	// ReasonAgentRemoved (Normal Event): the agent the manager had
+	// installed in another namespace was removed.
+	ReasonAgentRemoved = "AgentRemoved"
+	// ReasonAgentRemovalFailed (Warning Event, and the reason of
+	// Imported=True while it lasts): the agent is installed in its new
+	// namespace, but the old one could not be removed yet; retried with
+	// backoff.
+	ReasonAgentRemovalFailed = "AgentRemovalFailed"
+)
+
+// staleAgentNamespaces are the downstream namespaces, other than keep,
+// where an agent the manager installed for cluster may still run: the one
+// recorded in status.agentDeployedNamespace, those given, and every
+// namespace whose ConfigMap fleet-agent names the cluster's clientID (an
+// agent installed before the namespace was recorded, or in a namespace
+// the Cluster named only for a while). Sorted.
+func staleAgentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Cluster, keep string, more ...string) []string {
+	var out []string
+	add := func(ns string) {
+		if ns != "" && ns != keep && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	add(cluster.Status.AgentDeployedNamespace)
+	for _, ns := range more {
+		add(ns)
+	}
+	cms := &corev1.ConfigMapList{}
+	if err := down.List(ctx, cms, client.MatchingFields{"metadata.name": agentConfigMapName}); err != nil {
+		// The recorded namespace is what matters; the search only adds
+		// agents left behind by earlier versions or interrupted moves.
+		ctrl.LoggerFrom(ctx).Info("cannot search the fleet-agent ConfigMaps of the cluster; removing the recorded agent only", "error", err.Error())
+	}
+	for i := range cms.Items {
+		if agentClientID(&cms.Items[i]) == cluster.Spec.ClientID {
+			add(cms.Items[i].Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// agentClientID is the clientID in an agent's ConfigMap fleet-agent, ""
+// when it names none.
+func agentClientID(cm *corev1.ConfigMap) string {
+	var cfg AgentConfig
+	if json.Unmarshal([]byte(cm.Data["config"]), &cfg) != nil {
+		return ""
+	}
+	return cfg.ClientID
+}
+
+// removeAgentIn deletes from ns downstream the agent objects the manager
+// made (madeByManager) for cluster, Deployment first so that the old
+// agent stops before its configuration goes, and the ConfigMap last: it
+// is what tells a retry whose agent this was. It leaves ns alone when its
+// ConfigMap fleet-agent names another clientID: another Cluster's agent
+// lives there now. The namespace itself stays, and so does everything the
+// manager did not make (the agent's own credential Secret, revoked
+// upstream once the agent that replaces it registers), and the
+// PriorityClass, which is one for the whole cluster.
+func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string) (removed bool, err error) {
+	cm := &corev1.ConfigMap{}
+	err = down.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentConfigMapName}, cm)
+	switch {
+	case err == nil && agentClientID(cm) != cluster.Spec.ClientID:
+		ctrl.LoggerFrom(ctx).Info("not removing the agent of another cluster", "namespace", ns)
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
+	}
+	// The ServiceAccount is applied with no field the API server tracks,
+	// so its managedFields never name the manager: the ConfigMap applied
+	// with it does.
+	saMade := madeByManager
+	if err == nil && madeByManager(cm) {
+		saMade = func(client.Object) bool { return true }
+	}
+	for _, obj := range agentObjectsIn(ns) {
+		made := madeByManager
+		if _, ok := obj.(*corev1.ServiceAccount); ok {
+			made = saMade
+		}
+		deleted, err := deleteIf(ctx, down, obj, made)
+		if err != nil {
+			return removed, err
+		}
+		removed = removed || deleted
+	}
+	return removed, nil
+}
+
+// agentObjectsIn are the objects AgentObjects makes for an agent in ns,
+// but for the namespace and the PriorityClass, in the order of their
+// removal: the Deployment, the PodDisruptionBudget, the ServiceAccount,
+// the bootstrap Secret, the ClusterRole and its binding named after ns,
+// and the ConfigMap.
+func agentObjectsIn(ns string) []client.Object {
+	roleName := ns + "-fleet-agent-role"
+	_, pdb := agentPruned(ns)
+	return []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns}},
+		pdb,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName, Namespace: ns}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: roleName + "-binding"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: agentConfigMapName, Namespace: ns}},
+	}
+}
+
+// madeByManager says whether obj is one the manager applied: server-side
+// applied by fieldOwner (its managedFields say so), or labelled
+// AgentManagedByLabel.
+func madeByManager(obj client.Object) bool {
+	if obj.GetLabels()[AgentManagedByLabel] == AgentManagedByValue {
+		return true
+	}
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == string(fieldOwner) && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteIf deletes obj downstream when made says the manager made it, and
+// says whether it did; missing is fine. The delete is conditional on the
+// UID read, so that an object someone made in its place meanwhile stays,
+// and a Deployment takes its pods with it.
+func deleteIf(ctx context.Context, down client.Client, obj client.Object, made func(client.Object) bool) (bool, error) {
+	if err := down.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return false, client.IgnoreNotFound(err)
+	}
+	if !made(obj) {
+		return false, nil
+	}
+	uid := obj.GetUID()
+	err := down.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return true, nil
+}
+
+// removeStaleAgents removes every agent the manager installed for cluster
+// downstream outside keep (staleAgentNamespaces, plus more), after the
+// agent in keep is installed ("" keeps none), and records keep in
+// status.agentDeployedNamespace once they are gone. A failure leaves the
+// new agent as it is: the Cluster says so (Imported stays True, reason
+// AgentRemovalFailed, and a Warning Event when the message is new), and
+// status.agentDeployedNamespace keeps naming a namespace still to be
+// cleaned, so that the returned error's retry, or the next look, tries
+// again.
+func (r *ClusterReconciler) removeStaleAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client, keep string, more ...string) error {
+	for _, ns := range staleAgentNamespaces(ctx, down, cluster, keep, more...) {
+		removed, err := removeAgentIn(ctx, down, cluster, ns)
+		if err != nil {
+			// Recorded, so that the retry finds it whatever else changes.
+			cluster.Status.AgentDeployedNamespace = ns
+			err = fmt.Errorf("removing the agent the manager installed in namespace %s: %w", ns, err)
+			r.reportRemovalFailure(ctx, cluster, keep, err)
+			return err
+		}
+		if removed {
+			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns, "agentNamespace", keep)
+			r.event(cluster, corev1.EventTypeNormal, ReasonAgentRemoved, "Import", "removed the agent the manager had installed in namespace %s%s", ns, keptIn(keep))
+		}
+	}
+	cluster.Status.AgentDeployedNamespace = keep
+	return nil
+}
+
+// keptIn says where the agent now runs, for an Event.
+func keptIn(keep string) string {
+	if keep == "" {
+		return ""
+	}
+	return "; the agent runs in namespace " + keep
+}
+
+// reportRemovalFailure shows on cluster that an old agent could not be
+// removed while the one in keep is installed (none when keep is "").
+func (r *ClusterReconciler) reportRemovalFailure(ctx context.Context, cluster *fleet.Cluster, keep string, err error) {
+	msg := err.Error() + "; retrying"
+	ctrl.LoggerFrom(ctx).Info("removing an old agent failed, retrying with backoff", "error", err.Error())
+	status := metav1.ConditionTrue
+	if keep == "" {
+		status = metav1.ConditionFalse
+	}
+	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
+	if prev == nil || prev.Reason != ReasonAgentRemovalFailed || prev.Message != msg {
+		r.event(cluster, corev1.EventTypeWarning, ReasonAgentRemovalFailed, "Import", "%s", msg)
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionImported, status, ReasonAgentRemovalFailed, msg, cluster.Generation)
+}
+
+// event records an Event on cluster, when there is a recorder.
+func (r *ClusterReconciler) event(cluster *fleet.Cluster, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cluster, nil, typ, reason, action, note, args...)
+	}
+}
+
+// finishAgentMove completes a move of cluster's agent whose new agent is
+// installed (its hash is current) but whose old one could not be removed
+// yet: status.agentDeployedNamespace still names the old namespace. A
+// cluster imported before that field was recorded gets it without being
+// contacted: the current hash says the agent is in its namespace.
+func (r *ClusterReconciler) finishAgentMove(ctx context.Context, cluster *fleet.Cluster) error {
+	keep := r.agentNamespace(cluster)
+	switch cluster.Status.AgentDeployedNamespace {
+	case keep:
+		return nil
+	case "":
+		cluster.Status.AgentDeployedNamespace = keep
+		return nil
+	}
+	down, _, err := r.connect(ctx, cluster)
+	if err != nil {
+		r.reportRemovalFailure(ctx, cluster, keep, err)
+		return err
+	}
+	if err := r.removeStaleAgents(ctx, cluster, down, keep); err != nil {
+		return err
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
+	return nil
+}
