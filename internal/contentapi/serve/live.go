@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,7 +45,7 @@ func (h *handler) liveCheck(ctx context.Context, ns, bdName, name string) (bool,
 	// Neither ns nor name contains a slash (parsePath), so the key is
 	// unambiguous with the free-form hint last, and differs from
 	// listCheck's (ns alone).
-	v, err, _ := h.liveFlight.Do(ns+"/"+name+"/"+bdName, func() (any, error) {
+	v, err := shared(ctx, &h.liveFlight, ns+"/"+name+"/"+bdName, func() (any, error) {
 		// Shared by every waiter: not ended by the first one's request.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
 		defer cancel()
@@ -75,7 +77,7 @@ func (h *handler) listCheck(ctx context.Context, ns, name string) (bool, error) 
 		_, found := names[name]
 		return found, nil
 	}
-	v, err, _ := h.liveFlight.Do(ns, func() (any, error) {
+	v, err := shared(ctx, &h.liveFlight, ns, func() (any, error) {
 		start := h.clock()
 		// A LIST that ended between the look above and this flight
 		// answers as well.
@@ -96,6 +98,26 @@ func (h *handler) listCheck(ctx context.Context, ns, name string) (bool, error) 
 	}
 	_, found := v.(contentNames)[name]
 	return found, nil
+}
+
+// shared starts key's read fn in g, or joins the one in flight, and waits
+// for it as long as ctx lasts. fn reads on a context of its own, so the
+// read outlives any one waiter and answers all the others (and fills its
+// cache) however many give up; a waiter whose request ends (the agent gave
+// up, its connection closed, the aggregation layer timed out) returns its
+// context's error at once instead of holding a goroutine and a server slot
+// until the read ends (up to liveReadTimeout). DoChan's channel is
+// buffered, so the read's end blocks on no waiter that has left.
+func shared(ctx context.Context, g *singleflight.Group, key string, fn func() (any, error)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // gone already: start no read for it
+	}
+	select {
+	case r := <-g.DoChan(key, fn):
+		return r.Val, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (h *handler) clock() time.Time {

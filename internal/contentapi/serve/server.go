@@ -352,7 +352,7 @@ func (c *contentCache) get(ctx context.Context, r client.Reader, name string) (*
 	if c.joining != nil {
 		c.joining()
 	}
-	v, err, _ := c.flight.Do(name, func() (any, error) {
+	v, err := shared(ctx, &c.flight, name, func() (any, error) {
 		// Shared by every waiter: not ended by the first one's request. In
 		// a rollout thousands of agents wait on this one read; if the first
 		// requester went away, they would all be answered a 500 that
@@ -363,29 +363,38 @@ func (c *contentCache) get(ctx context.Context, r client.Reader, name string) (*
 		if err := r.Get(ctx, types.NamespacedName{Name: name}, x); err != nil {
 			return nil, err
 		}
-		return &fleet.Content{Content: x.Content, SHA256Sum: x.SHA256Sum}, nil
+		x = &fleet.Content{Content: x.Content, SHA256Sum: x.SHA256Sum}
+		// Here, not in the waiters: the read fills the cache even when
+		// every request that waited for it has gone.
+		c.add(name, x)
+		return x, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	x := v.(*fleet.Content)
+	return v.(*fleet.Content), nil
+}
+
+// add keeps x as Content name, unless it alone is over maxCachedBytes,
+// dropping the oldest entries beyond that bound.
+func (c *contentCache) add(name string, x *fleet.Content) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.items == nil {
 		c.items = map[string]*fleet.Content{}
 	}
-	if _, ok := c.items[name]; !ok && len(x.Content) <= maxCachedBytes {
-		c.items[name] = x
-		c.order = append(c.order, name)
-		c.bytes += len(x.Content)
-		for c.bytes > maxCachedBytes && len(c.order) > 0 {
-			old := c.order[0]
-			c.order = c.order[1:]
-			c.bytes -= len(c.items[old].Content)
-			delete(c.items, old)
-		}
+	if _, ok := c.items[name]; ok || len(x.Content) > maxCachedBytes {
+		return
 	}
-	return x, nil
+	c.items[name] = x
+	c.order = append(c.order, name)
+	c.bytes += len(x.Content)
+	for c.bytes > maxCachedBytes && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.bytes -= len(c.items[old].Content)
+		delete(c.items, old)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
