@@ -133,8 +133,8 @@ func (r *Reconciler) goneBundles(ctx context.Context, repo *fleet.GitRepo, grant
 // commit (every sync labels all of them), when they carry one build
 // record that matches their names and the grant of now. Otherwise a
 // Bundle was deleted, or a default of the Policies or restrictions
-// changed, while no manager watched (or the Bundles predate the record,
-// or the commit gave none): it returns staleBuild, so that the commit is
+// changed, while no manager watched (or the commit gave none): it returns
+// staleBuild, so that the commit is
 // built again once, and leaves built unknown until that build succeeds.
 // While any Bundle of the GitRepo is being deleted nothing is decided:
 // the Bundle watch brings the GitRepo back once it has gone.
@@ -151,11 +151,27 @@ func (r *Reconciler) seedBuilt(ctx context.Context, key types.NamespacedName, co
 			records[b.Annotations[BuildAnnotation]] = true
 		}
 	}
+	if len(names) > 0 && len(records) == 1 && records[""] {
+		// Written by a version without the record (the first start after
+		// an upgrade): trusted as those versions did, rather than every
+		// GitRepo fetched and built again at once, which could also
+		// resolve an unpinned chart version anew. The next sync stamps
+		// them.
+		r.seed(key, names, grant)
+		return nil
+	}
 	if len(records) != 1 || !records[buildRecord(names, grant)] {
 		ctrl.LoggerFrom(ctx).V(1).Info("bundles do not match the build of the applied commit; building it again",
 			"gitrepo", key, "commit", commit, "bundles", len(names))
 		return []string{staleBuild}
 	}
+	r.seed(key, names, grant)
+	return nil
+}
+
+// seed records names and grant as the build of key, unless this process
+// has recorded one meanwhile.
+func (r *Reconciler) seed(key types.NamespacedName, names []string, grant [2]string) {
 	set := make(map[string]bool, len(names))
 	for _, name := range names {
 		set[name] = true
@@ -168,7 +184,6 @@ func (r *Reconciler) seedBuilt(ctx context.Context, key types.NamespacedName, co
 	if _, ok := r.granted[key]; !ok {
 		r.granted[key] = grant
 	}
-	return nil
 }
 
 // recordBuilt notes which Bundles an apply of repo's commit left: after

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -33,8 +34,10 @@ func fetchesOf(p *countingProxy, repo string) int {
 // downtimeRepos are the GitRepos of TestConvergesAfterDowntime by name,
 // with their namespaces: "partly" loses one Bundle and "wholly" all of
 // them while the manager is down, the Policy of "tenant"'s namespace gets
-// another defaultServiceAccount, and nothing of "steady" changes.
-var downtimeRepos = map[string]string{"partly": "down", "wholly": "down", "steady": "down", "tenant": "down-tenant"}
+// another defaultServiceAccount, nothing of "steady" changes, and the
+// Bundles of "upgraded" lose their build record, as if written by a
+// version before it.
+var downtimeRepos = map[string]string{"partly": "down", "wholly": "down", "steady": "down", "tenant": "down-tenant", "upgraded": "down"}
 
 // TestConvergesAfterDowntime: what changed while no manager ran is caught
 // up by the next one, from the commit already applied and without a new
@@ -102,6 +105,12 @@ func TestConvergesAfterDowntime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for bn, b := range listBundles(t, c, "down", "upgraded") {
+		patch := []byte(`{"metadata":{"annotations":{"` + gitops.BuildAnnotation + `":null}}}`)
+		if err := c.Patch(ctx, &b, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatalf("bundle %s: %v", bn, err)
+		}
+	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +141,8 @@ func TestConvergesAfterDowntime(t *testing.T) {
 	for name, ns := range downtimeRepos {
 		waitConverged(t, c, ns, name, commits[name])
 	}
-	want := map[string]int{"partly": 1, "wholly": 1, "steady": 0, "tenant": 1}
+	// "upgraded" is trusted as it is: an upgrade fetches no GitRepo.
+	want := map[string]int{"partly": 1, "wholly": 1, "steady": 0, "tenant": 1, "upgraded": 0}
 	fleettest.Consistently(t, 5*time.Second, func() error {
 		for name, n := range want {
 			if got := fetchesOf(proxy, name) - fetched[name]; got != n {
