@@ -169,11 +169,10 @@ type ClusterStatus struct {
 	// AgentDeployedNamespace is the downstream namespace of the agent the
 	// manager installed on an imported cluster. status.agent.namespace
 	// cannot serve: every agent of the cluster writes it at check-in,
-	// an old one too. When the agent namespace changes, the manager
-	// installs the agent in the new namespace, then removes what it made
-	// in this one, and only then records the new namespace here: while
-	// it differs from the agent namespace, the removal is retried. Empty
-	// when the manager installed no agent, or removed it
+	// an old one too. An installed agent is never moved: while the
+	// agent namespace differs from this one, the manager installs and
+	// removes nothing (Imported reason AgentNamespaceChangeRefused).
+	// Empty when the manager installed no agent, or removed it
 	// (bootstrap.localAgentDisabled).
 	// +optional
 	AgentDeployedNamespace string `json:"agentDeployedNamespace,omitempty"`

@@ -44,12 +44,13 @@ func main() {
 	fs.StringVar(&opts.BootstrapRepo.Secret, "bootstrap-secret", "", "clientSecretName of GitRepo \"bootstrap\" (a Secret of the bootstrap namespace)")
 	fs.StringVar(&opts.BootstrapRepo.Branch, "bootstrap-branch", "master", "branch of GitRepo \"bootstrap\"")
 	fs.StringVar(&opts.BootstrapRepo.Paths, "bootstrap-paths", "", "comma-separated paths of GitRepo \"bootstrap\"; empty: the repository root")
-	fs.StringVar(&opts.BootstrapAgentNamespace, "bootstrap-agent-namespace", "", "namespace the local Cluster's agent runs in, set as its spec.agentNamespace at every start (emptied later, the value set before is removed; not a namespace name: left out, Warning Event InvalidBootstrapValues); empty: not set by the bootstrap")
+	fs.StringVar(&opts.BootstrapAgentNamespace, "bootstrap-agent-namespace", "", "namespace the local Cluster's agent runs in, set as its spec.agentNamespace at every start (emptied later, the value set before is removed; not a namespace name, or one that would move the installed local agent: left out, Warning Event InvalidBootstrapValues); empty: not set by the bootstrap")
 	fs.BoolVar(&opts.BootstrapLocalAgentDisabled, "bootstrap-local-agent-disabled", false, "install no agent for Cluster \"local\" of the bootstrap namespace, and remove the one installed before (only when its kubeconfig reaches this cluster: same kube-system UID); the Cluster stays, Imported=False with reason LocalAgentDisabled")
 	fs.IntVar(&opts.Workers, "workers", 50, "concurrent reconciles per controller")
 	fs.IntVar(&opts.MaxInFlight, "max-requests-in-flight", kubeclient.DefaultMaxInFlight, "API requests (watches and Lease renewals excepted) the controller keeps in flight at most; keep it under the API server's --http2-max-streams-per-connection (100 by default)")
 	fs.DurationVar(&opts.AgentTokenTTL, "agent-token-ttl", 30*24*time.Hour, "lifetime of agent credentials, 10m at least (the API server refuses shorter tokens, and may cap longer ones); agents renew them at 60% of it")
 	fs.StringVar(&opts.AgentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "fleet-agent image installed on clusters imported from a kubeconfig (env AGENT_IMAGE; empty: "+registration.DefaultAgentImage+")")
+	opts.Agent.AddFlags(fs)
 	fs.BoolVar(&opts.RegistrationTokenTTLRequired, "registration-token-ttl-required", os.Getenv("FLEET_REGISTRATION_TOKEN_TTL_REQUIRED") == "true", "delete ClusterRegistrationTokens that have no TTL (or one of 0 or less) (env FLEET_REGISTRATION_TOKEN_TTL_REQUIRED=true)")
 	fs.BoolVar(&opts.IgnoreClusterRegistrationLabels, "ignore-cluster-registration-labels", false, "drop every label agents send when they register; a Cluster created at registration gets only the labels the manager sets")
 	fs.StringVar(&opts.ContentAPI.Addr, "content-api-addr", ":8443", "address of the content API that agents read manifests through (behind the API server's aggregation layer); 0 disables it and grants each cluster Contents through a ClusterRoleBinding instead, as the manager does by itself when the API server has no aggregation layer")
@@ -70,6 +71,10 @@ func main() {
 	}
 	if opts.GarbageCollectionInterval < 0 {
 		fmt.Fprintln(os.Stderr, "--garbage-collection-interval must not be negative")
+		os.Exit(2)
+	}
+	if err := validateAgentFlags(opts.Agent); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	opts.DisableGitOps = !*gitOps
@@ -103,6 +108,21 @@ func main() {
 		log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
+}
+
+// validateAgentFlags refuses agent settings that are zero (a flag's zero
+// would silently mean the agent's default) or that the agent could not
+// run with.
+func validateAgentFlags(s registration.AgentSettings) error {
+	switch {
+	case s.Replicas < 1:
+		return fmt.Errorf("--agent-replicas must be at least 1, have %d", s.Replicas)
+	case s.Workers < 1:
+		return fmt.Errorf("--agent-workers must be at least 1, have %d", s.Workers)
+	case s.LeaseDuration <= 0 || s.RenewDeadline <= 0 || s.RetryPeriod <= 0:
+		return fmt.Errorf("--agent-leader-election-* durations must be positive, have %v, %v, %v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
+	}
+	return s.Validate()
 }
 
 func envOr(k, def string) string {

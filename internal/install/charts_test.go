@@ -132,9 +132,10 @@ func TestAgentChartRefusesWrongNamespaceReleaseAndMissingValues(t *testing.T) {
 // TestControllerDeploymentUsesOnlyRealFlags checks every flag the chart
 // passes to fleet-controller against the flags cmd/fleet-controller defines.
 func TestControllerDeploymentUsesOnlyRealFlags(t *testing.T) {
-	src := readFile(t, testenv.RepoRoot()+"/cmd/fleet-controller/main.go")
+	// The agent settings' flags are defined with registration.AgentSettings.
+	src := readFile(t, testenv.RepoRoot()+"/cmd/fleet-controller/main.go") + readFile(t, testenv.RepoRoot()+"/internal/registration/setup.go")
 	defined := map[string]bool{"zap-log-level": true, "zap-devel": true}
-	for _, m := range regexp.MustCompile(`fs\.\w+Var\(&?[\w.]+,\s*"([a-z-]+)"|fs\.\w+\("([a-z-]+)"`).FindAllStringSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile(`fs\.\w+Var\([^,]+,\s*"([a-z-]+)"|fs\.\w+\("([a-z-]+)"`).FindAllStringSubmatch(src, -1) {
 		defined[m[1]+m[2]] = true
 	}
 	out, err := install.Render(charts.Controller, install.RenderOptions{Namespace: "cattle-fleet-system", Values: map[string]any{

@@ -114,6 +114,9 @@ type Options struct {
 	AgentTokenTTL time.Duration
 	// AgentImage is the fleet-agent image installed by imports.
 	AgentImage string
+	// Agent are further settings of the agents installed by imports
+	// (registration.AgentSettings); the zero value changes nothing.
+	Agent registration.AgentSettings
 	// RegistrationTokenTTLRequired deletes ClusterRegistrationTokens
 	// without a TTL (registration.Options).
 	RegistrationTokenTTLRequired bool

@@ -31,6 +31,7 @@ func registrationOptions(opts Options) registration.Options {
 		GarbageCollectionInterval:   opts.GarbageCollectionInterval,
 		AgentTokenTTL:               opts.AgentTokenTTL,
 		AgentImage:                  opts.AgentImage,
+		Agent:                       opts.Agent,
 		Workers:                     opts.Workers,
 		ContentRBAC:                 opts.ContentRBAC(),
 		Credentials:                 credentialsOf(opts),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type AgentManifest struct {
 	// GarbageCollectionInterval is the agent's garbageCollectionInterval;
 	// zero or the agent's default (15m) leaves it out (see gcInterval).
 	GarbageCollectionInterval time.Duration
+	// Settings are the manager's agent settings (chart values
+	// agentImage.imagePullPolicy and agent.*); a zero or default one
+	// leaves the objects as they were without it (see agentSettingsEnv).
+	Settings AgentSettings
 	// Cluster supplies agent scheduling settings (env, tolerations,
 	// affinity, resources, hostNetwork, agentSchedulingCustomization,
 	// agentPullSecrets) and privateRepoURL; optional.
@@ -115,6 +120,8 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "CHECKIN_INTERVAL", Value: m.CheckinInterval.String()},
 	}
+	// Before the Cluster's agentEnvVars, which may override them.
+	env = append(env, agentSettingsEnv(m.Settings)...)
 	pod := corev1.PodSpec{
 		ServiceAccountName: "fleet-agent",
 		NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
@@ -129,8 +136,9 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 		},
 		Containers: []corev1.Container{{
 			Name: "fleet-agent", Image: m.Image, Command: []string{"fleet-agent"},
-			Env:          env,
-			VolumeMounts: []corev1.VolumeMount{{Name: "kube", MountPath: "/.kube"}, {Name: "tmp", MountPath: "/tmp"}},
+			ImagePullPolicy: agentPullPolicy(m.Settings.ImagePullPolicy),
+			Env:             env,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "kube", MountPath: "/.kube"}, {Name: "tmp", MountPath: "/tmp"}},
 			SecurityContext: &corev1.SecurityContext{
 				AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), Privileged: ptr.To(false),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
@@ -174,7 +182,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
+			Replicas: ptr.To(agentReplicas(m.Settings.Replicas)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: strategy,
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: gcAnnotations(gc)}, Spec: pod},
@@ -186,6 +194,49 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	// does not exist yet.
 	objs = append(objs, scheduling...)
 	return append(objs, deploy), nil
+}
+
+// agentSettingsEnv are the environment variables through which the agent
+// reads s, the ones the fleet-agent chart sets: only for a setting that is
+// set and differs from the agent's own default, so that the defaults
+// leave the Deployment, its agentConfigHash and the agents imported
+// before as they are.
+func agentSettingsEnv(s AgentSettings) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if s.Workers > 0 && s.Workers != agentDefaultWorkers {
+		env = append(env, corev1.EnvVar{Name: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", Value: strconv.Itoa(s.Workers)})
+	}
+	for _, e := range []struct {
+		name   string
+		d, def time.Duration
+	}{
+		{name: "CATTLE_ELECTION_LEASE_DURATION", d: s.LeaseDuration, def: agentDefaultLeaseDuration},
+		{name: "CATTLE_ELECTION_RENEW_DEADLINE", d: s.RenewDeadline, def: agentDefaultRenewDeadline},
+		{name: "CATTLE_ELECTION_RETRY_PERIOD", d: s.RetryPeriod, def: agentDefaultRetryPeriod},
+	} {
+		if e.d > 0 && e.d != e.def {
+			env = append(env, corev1.EnvVar{Name: e.name, Value: e.d.String()})
+		}
+	}
+	return env
+}
+
+// agentPullPolicy is the agent container's imagePullPolicy for p: none
+// for "" or IfNotPresent, which Kubernetes applies to a tagged image
+// anyway, so that the default changes no agent imported before.
+func agentPullPolicy(p corev1.PullPolicy) corev1.PullPolicy {
+	if p == corev1.PullIfNotPresent {
+		return ""
+	}
+	return p
+}
+
+// agentReplicas is the agent Deployment's replicas for n: 1 when unset.
+func agentReplicas(n int32) int32 {
+	if n <= 0 {
+		return agentDefaultReplicas
+	}
+	return n
 }
 
 // AgentGCIntervalAnnotation, on the agent's pod template, repeats the

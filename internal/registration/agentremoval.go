@@ -18,29 +18,28 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
 
-// Reasons of the removal of an agent the manager installed (Events, and
-// the Imported condition while a removal fails).
+// Reasons of the removal of the agent the manager installed, which only
+// Options.LocalAgentDisabled asks for (disableLocalAgent): an agent is
+// never moved (refuseAgentMove).
 const (
 	// ReasonAgentRemoved (Normal Event): the agent the manager had
-	// installed in another namespace was removed.
+	// installed was removed.
 	ReasonAgentRemoved = "AgentRemoved"
 	// ReasonAgentRemovalFailed (Warning Event, and the reason of
-	// Imported=True while it lasts): the agent is installed in its new
-	// namespace, but the old one could not be removed yet; retried with
-	// backoff.
+	// Imported=False while it lasts): the agent could not be removed
+	// yet; retried with backoff.
 	ReasonAgentRemovalFailed = "AgentRemovalFailed"
 )
 
-// staleAgentNamespaces are the downstream namespaces, other than keep,
-// where an agent the manager installed for cluster may still run: the one
-// recorded in status.agentDeployedNamespace, those given, and every
-// namespace whose ConfigMap fleet-agent names the cluster's clientID (an
-// agent installed before the namespace was recorded, or in a namespace
-// the Cluster named only for a while). Sorted.
-func staleAgentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Cluster, keep string, more ...string) []string {
+// agentNamespaces are the downstream namespaces where an agent the
+// manager installed for cluster may run: the one recorded in
+// status.agentDeployedNamespace, those given, and every namespace whose
+// ConfigMap fleet-agent names the cluster's clientID (an agent installed
+// before the namespace was recorded). Sorted.
+func agentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Cluster, more ...string) []string {
 	var out []string
 	add := func(ns string) {
-		if ns != "" && ns != keep && !slices.Contains(out, ns) {
+		if ns != "" && !slices.Contains(out, ns) {
 			out = append(out, ns)
 		}
 	}
@@ -51,7 +50,7 @@ func staleAgentNamespaces(ctx context.Context, down client.Client, cluster *flee
 	cms := &corev1.ConfigMapList{}
 	if err := down.List(ctx, cms, client.MatchingFields{"metadata.name": agentConfigMapName}); err != nil {
 		// The recorded namespace is what matters; the search only adds
-		// agents left behind by earlier versions or interrupted moves.
+		// agents installed before it was recorded.
 		ctrl.LoggerFrom(ctx).Info("cannot search the fleet-agent ConfigMaps of the cluster; removing the recorded agent only", "error", err.Error())
 	}
 	for i := range cms.Items {
@@ -172,56 +171,42 @@ func deleteIf(ctx context.Context, down client.Client, obj client.Object, made f
 	return true, nil
 }
 
-// removeStaleAgents removes every agent the manager installed for cluster
-// downstream outside keep (staleAgentNamespaces, plus more), after the
-// agent in keep is installed ("" keeps none), and records keep in
-// status.agentDeployedNamespace once they are gone. A failure leaves the
-// new agent as it is: the Cluster says so (Imported stays True, reason
-// AgentRemovalFailed, and a Warning Event when the message is new), and
-// status.agentDeployedNamespace keeps naming a namespace still to be
-// cleaned, so that the returned error's retry, or the next look, tries
-// again.
-func (r *ClusterReconciler) removeStaleAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client, keep string, more ...string) error {
-	for _, ns := range staleAgentNamespaces(ctx, down, cluster, keep, more...) {
+// removeAgents removes every agent the manager installed for cluster
+// downstream (agentNamespaces, plus more), and clears
+// status.agentDeployedNamespace once they are gone. A failure says so on
+// the Cluster (Imported=False, reason AgentRemovalFailed, and a Warning
+// Event when the message is new), and status.agentDeployedNamespace keeps
+// naming a namespace still to be cleaned, so that the returned error's
+// retry tries again.
+func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client, more ...string) error {
+	for _, ns := range agentNamespaces(ctx, down, cluster, more...) {
 		removed, err := removeAgentIn(ctx, down, cluster, ns)
 		if err != nil {
 			// Recorded, so that the retry finds it whatever else changes.
 			cluster.Status.AgentDeployedNamespace = ns
 			err = fmt.Errorf("removing the agent the manager installed in namespace %s: %w", ns, err)
-			r.reportRemovalFailure(ctx, cluster, keep, err)
+			r.reportRemovalFailure(ctx, cluster, err)
 			return err
 		}
 		if removed {
-			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns, "agentNamespace", keep)
-			r.event(cluster, corev1.EventTypeNormal, ReasonAgentRemoved, "Import", "removed the agent the manager had installed in namespace %s%s", ns, keptIn(keep))
+			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns)
+			r.event(cluster, corev1.EventTypeNormal, ReasonAgentRemoved, "Import", "removed the agent the manager had installed in namespace %s", ns)
 		}
 	}
-	cluster.Status.AgentDeployedNamespace = keep
+	cluster.Status.AgentDeployedNamespace = ""
 	return nil
 }
 
-// keptIn says where the agent now runs, for an Event.
-func keptIn(keep string) string {
-	if keep == "" {
-		return ""
-	}
-	return "; the agent runs in namespace " + keep
-}
-
-// reportRemovalFailure shows on cluster that an old agent could not be
-// removed while the one in keep is installed (none when keep is "").
-func (r *ClusterReconciler) reportRemovalFailure(ctx context.Context, cluster *fleet.Cluster, keep string, err error) {
+// reportRemovalFailure shows on cluster that its agent could not be
+// removed.
+func (r *ClusterReconciler) reportRemovalFailure(ctx context.Context, cluster *fleet.Cluster, err error) {
 	msg := err.Error() + "; retrying"
-	ctrl.LoggerFrom(ctx).Info("removing an old agent failed, retrying with backoff", "error", err.Error())
-	status := metav1.ConditionTrue
-	if keep == "" {
-		status = metav1.ConditionFalse
-	}
+	ctrl.LoggerFrom(ctx).Info("removing the agent failed, retrying with backoff", "error", err.Error())
 	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
 	if prev == nil || prev.Reason != ReasonAgentRemovalFailed || prev.Message != msg {
 		r.event(cluster, corev1.EventTypeWarning, ReasonAgentRemovalFailed, "Import", "%s", msg)
 	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, status, ReasonAgentRemovalFailed, msg, cluster.Generation)
+	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ReasonAgentRemovalFailed, msg, cluster.Generation)
 }
 
 // event records an Event on cluster, when there is a recorder.
@@ -229,30 +214,4 @@ func (r *ClusterReconciler) event(cluster *fleet.Cluster, typ, reason, action, n
 	if r.Recorder != nil {
 		r.Recorder.Eventf(cluster, nil, typ, reason, action, note, args...)
 	}
-}
-
-// finishAgentMove completes a move of cluster's agent whose new agent is
-// installed (its hash is current) but whose old one could not be removed
-// yet: status.agentDeployedNamespace still names the old namespace. A
-// cluster imported before that field was recorded gets it without being
-// contacted: the current hash says the agent is in its namespace.
-func (r *ClusterReconciler) finishAgentMove(ctx context.Context, cluster *fleet.Cluster) error {
-	keep := r.agentNamespace(cluster)
-	switch cluster.Status.AgentDeployedNamespace {
-	case keep:
-		return nil
-	case "":
-		cluster.Status.AgentDeployedNamespace = keep
-		return nil
-	}
-	down, _, err := r.connect(ctx, cluster)
-	if err != nil {
-		r.reportRemovalFailure(ctx, cluster, keep, err)
-		return err
-	}
-	if err := r.removeStaleAgents(ctx, cluster, down, keep); err != nil {
-		return err
-	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
-	return nil
 }

@@ -54,7 +54,9 @@ const (
 //     Event (validLabels).
 //   - Cluster "local" carries spec.agentNamespace =
 //     Options.BootstrapAgentNamespace, applied the same way (emptied, the
-//     field the bootstrap set is removed), as Rancher's bootstrap sets it.
+//     field the bootstrap set is removed), as Rancher's bootstrap sets it,
+//     but never so as to move the agent installed before
+//     (localAgentNamespace).
 //     The rest of an existing Cluster "local" (its spec) and ClusterGroup
 //     "default" are left as the user made them.
 //   - GitRepo "bootstrap" (when Options.BootstrapRepo.Repo is set) is
@@ -203,24 +205,57 @@ func (b *Bootstrap) warnInvalidValues(ctx context.Context, msg string) {
 
 // localAgentNamespace is the spec.agentNamespace the bootstrap applies to
 // Cluster "local": Options.BootstrapAgentNamespace (empty: none). A value
-// that is no namespace name is left out with a Warning Event; the value
-// the bootstrap applied before is then applied again, so that a typo in
-// the chart neither moves nor removes the local agent.
+// that is no namespace name, or one that would move the agent the manager
+// installed (status.agentDeployedNamespace), is left out with a Warning
+// Event; the value the bootstrap applied before is then applied again, so
+// that neither a typo in the chart nor a values file of another
+// installation moves or removes the local agent. A new installation
+// (no agent recorded yet) gets the value.
 func (b *Bootstrap) localAgentNamespace(ctx context.Context) (string, error) {
 	want := b.Opts.BootstrapAgentNamespace
-	errs := validation.IsDNS1123Label(want)
-	if want == "" || len(errs) == 0 {
-		return want, nil
-	}
-	b.warnInvalidValues(ctx, fmt.Sprintf("bootstrap.agentNamespace %.80q: left out, not a valid namespace name: %s", want, strings.Join(errs, ", ")))
 	cluster := &fleet.Cluster{}
 	if err := b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: fleet.LocalClusterName}, cluster); err != nil {
 		return "", fmt.Errorf("reading local cluster: %w", err)
 	}
-	if appliedField(cluster.ManagedFields, bootstrapFieldOwner, "spec", "agentNamespace") {
-		return cluster.Spec.AgentNamespace, nil
+	applied := appliedField(cluster.ManagedFields, bootstrapFieldOwner, "spec", "agentNamespace")
+	previous := ""
+	if applied {
+		previous = cluster.Spec.AgentNamespace
 	}
-	return "", nil
+	if errs := validation.IsDNS1123Label(want); want != "" && len(errs) > 0 {
+		b.warnInvalidValues(ctx, fmt.Sprintf("bootstrap.agentNamespace %.80q: left out, not a valid namespace name: %s", want, strings.Join(errs, ", ")))
+		return previous, nil
+	}
+	if next := b.agentNamespaceAfter(cluster, want, applied); b.movesLocalAgent(cluster, next) {
+		b.warnInvalidValues(ctx, fmt.Sprintf("bootstrap.agentNamespace %q: left out, the local agent keeps running in namespace %s: "+
+			"moving an installed agent is not supported (the releases it deployed are signed by the agent of that namespace)",
+			want, cluster.Status.AgentDeployedNamespace))
+		return previous, nil
+	}
+	return want, nil
+}
+
+// agentNamespaceAfter is the namespace cluster's agent is to run in once
+// the bootstrap applied want: want, or, emptied, the manager's default when
+// the bootstrap owned the field (applied) and the Cluster's own value
+// when it did not.
+func (b *Bootstrap) agentNamespaceAfter(cluster *fleet.Cluster, want string, applied bool) string {
+	switch {
+	case want != "":
+		return want
+	case applied:
+		return b.Opts.SystemNamespace
+	}
+	return cmp.Or(cluster.Spec.AgentNamespace, b.Opts.SystemNamespace)
+}
+
+// movesLocalAgent says whether making next the agent namespace of
+// cluster changes it away from the namespace its installed agent runs in
+// (the importer refuses that move, refuseAgentMove).
+func (b *Bootstrap) movesLocalAgent(cluster *fleet.Cluster, next string) bool {
+	deployed := cluster.Status.AgentDeployedNamespace
+	now := cmp.Or(cluster.Spec.AgentNamespace, b.Opts.SystemNamespace)
+	return deployed != "" && next != now && next != deployed
 }
 
 // removeBootstrapGitRepo deletes GitRepo "bootstrap" of the bootstrap
@@ -238,7 +273,7 @@ func (b *Bootstrap) removeBootstrapGitRepo(ctx context.Context) error {
 	switch {
 	case !repo.DeletionTimestamp.IsZero():
 		return nil
-	case !appliedBy(repo.ManagedFields, bootstrapFieldOwner):
+	case !appliedField(repo.ManagedFields, bootstrapFieldOwner, "metadata", "annotations", bootstrapManagedAnnotation):
 		log.Info("bootstrap.repo is empty, GitRepo kept: it was not applied by the bootstrap")
 		return nil
 	}
@@ -349,8 +384,16 @@ func bootstrapGitRepo(ns string, r BootstrapRepo) *unstructured.Unstructured {
 	u.SetGroupVersionKind(fleet.GroupVersion.WithKind("GitRepo"))
 	u.SetNamespace(ns)
 	u.SetName(bootstrapGitRepoName)
+	u.SetAnnotations(map[string]string{bootstrapManagedAnnotation: "true"})
 	return u
 }
+
+// bootstrapManagedAnnotation marks GitRepo "bootstrap" as the bootstrap's
+// own: only one whose annotation the bootstrap applied is deleted once
+// bootstrap.repo is emptied. One applied by an earlier version, which set
+// no annotation, is kept, as that version documented: emptying the value
+// must not remove workloads by surprise at an upgrade.
+const bootstrapManagedAnnotation = "fleet.cattle.io/bootstrap-managed"
 
 // bootstrapGitRepoName is Rancher Fleet's name of the bootstrap GitRepo.
 const bootstrapGitRepoName = "bootstrap"

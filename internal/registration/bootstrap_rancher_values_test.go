@@ -10,6 +10,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -88,6 +89,27 @@ func TestBootstrapRepoEmptied(t *testing.T) {
 		})
 	})
 
+	t.Run("applied by an earlier bootstrap, without the marker: kept", func(t *testing.T) {
+		ns := "bootstrap-repo-earlier"
+		newBootstrapNamespace(t, ns)
+		earlier := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": fleet.GroupVersion.String(), "kind": "GitRepo",
+			"metadata": map[string]any{"name": "bootstrap", "namespace": ns},
+			"spec":     map[string]any{"repo": "https://example.com/fleet.git", "branch": "master"},
+		}}
+		if err := c.Patch(ctx, earlier, client.Apply, client.FieldOwner("fleet-bootstrap")); err != nil {
+			t.Fatal(err)
+		}
+		start(ns, registration.BootstrapRepo{})
+		g := &fleet.GitRepo{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bootstrap"}, g); err != nil {
+			t.Fatalf("GitRepo bootstrap of an earlier version: %v", err)
+		}
+		if !g.DeletionTimestamp.IsZero() || g.UID != earlier.GetUID() {
+			t.Fatalf("GitRepo bootstrap of an earlier version deleted (deletion %v, uid %s, was %s)", g.DeletionTimestamp, g.UID, earlier.GetUID())
+		}
+	})
+
 	t.Run("made by a user: kept", func(t *testing.T) {
 		ns := "bootstrap-repo-byhand"
 		newBootstrapNamespace(t, ns)
@@ -113,7 +135,9 @@ func TestBootstrapRepoEmptied(t *testing.T) {
 // applied at each start, removed when emptied again; never set, a value
 // set by hand is left alone. A value that is no namespace name is left
 // out with a Warning Event, keeping the value applied before, and the
-// rest (labels) is applied.
+// rest (labels) is applied. Once the manager installed the local agent
+// (status.agentDeployedNamespace), a value that would move it is left out
+// the same way: an installed agent is never moved.
 func TestBootstrapAgentNamespace(t *testing.T) {
 	ctx := context.Background()
 	c := up.Client
@@ -122,7 +146,8 @@ func TestBootstrapAgentNamespace(t *testing.T) {
 	rec := eventRecorder(t)
 	start := func(agentNS string, labels map[string]string) {
 		t.Helper()
-		opts := registration.Options{BootstrapNamespace: ns, BootstrapAgentNamespace: agentNS, BootstrapClusterLabels: labels}
+		opts := registration.Options{BootstrapNamespace: ns, BootstrapAgentNamespace: agentNS, BootstrapClusterLabels: labels,
+			SystemNamespace: "cattle-fleet-system"}
 		if err := registration.EnsureLocalObjectsRecording(ctx, c, opts, rec); err != nil {
 			t.Fatalf("bootstrap: %v", err)
 		}
@@ -153,6 +178,7 @@ func TestBootstrapAgentNamespace(t *testing.T) {
 	start("", nil)
 	want("by-hand")
 
+	// No agent recorded yet: the value is applied.
 	start("cattle-local-agent", nil)
 	want("cattle-local-agent")
 
@@ -162,23 +188,59 @@ func TestBootstrapAgentNamespace(t *testing.T) {
 	if cl := want("cattle-local-agent"); cl.Labels["env"] != "prod" {
 		t.Fatalf("cluster local labels %v, want env=prod applied", cl.Labels)
 	}
-	eventually(t, "Warning Event InvalidBootstrapValues", func() error {
+	waitBootstrapWarning(t, ns, `bootstrap.agentNamespace "Cattle_Local"`)
+
+	// Emptied again: the field the bootstrap set is removed.
+	start("", nil)
+	want("")
+
+	// The agent installed in cattle-local-agent is not moved, neither to
+	// another namespace nor, emptied, to the default one.
+	start("cattle-local-agent", nil)
+	recordDeployedNamespace(t, key, "cattle-local-agent")
+	// The label changes the Cluster, so that the recorder does not count
+	// the next warning into this one's series (same object version).
+	start("cattle-fleet-local-system", map[string]string{"env": "staging"})
+	want("cattle-local-agent")
+	waitBootstrapWarning(t, ns, `bootstrap.agentNamespace "cattle-fleet-local-system": left out, the local agent keeps running in namespace cattle-local-agent`)
+	start("", nil)
+	want("cattle-local-agent")
+	waitBootstrapWarning(t, ns, `bootstrap.agentNamespace "": left out, the local agent keeps running in namespace cattle-local-agent`)
+}
+
+// waitBootstrapWarning waits for a Warning Event InvalidBootstrapValues
+// on Cluster "local" of ns whose note contains text.
+func waitBootstrapWarning(t *testing.T, ns, text string) {
+	t.Helper()
+	eventually(t, "Warning Event InvalidBootstrapValues: "+text, func() error {
 		var list eventsv1.EventList
-		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := up.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		for _, e := range list.Items {
 			if e.Regarding.Name == fleet.LocalClusterName && e.Type == corev1.EventTypeWarning &&
-				e.Reason == registration.ReasonInvalidBootstrapValues && strings.Contains(e.Note, `bootstrap.agentNamespace "Cattle_Local"`) {
+				e.Reason == registration.ReasonInvalidBootstrapValues && strings.Contains(e.Note, text) {
 				return nil
 			}
 		}
 		return fmt.Errorf("none among %d events", len(list.Items))
 	})
+}
 
-	// Emptied again: the field the bootstrap set is removed.
-	start("", nil)
-	want("")
+// recordDeployedNamespace records in the status of Cluster key that the
+// manager installed its agent in ns, as an import does.
+func recordDeployedNamespace(t *testing.T, key client.ObjectKey, ns string) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cl := &fleet.Cluster{}
+		if err := up.Client.Get(context.Background(), key, cl); err != nil {
+			return err
+		}
+		cl.Status.AgentDeployedNamespace = ns
+		return up.Client.Status().Update(context.Background(), cl)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // eventRecorder records Events to the upstream API server, as the

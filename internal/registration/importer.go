@@ -103,14 +103,21 @@ var kubeconfigRecheckOf = func(*fleet.Cluster) time.Duration { return kubeconfig
 // of the kubeconfig Secret, looked at again when the Secret changes and
 // every kubeconfigRecheck). Otherwise the manager does not contact the
 // cluster. A Cluster imported before the hash was
-// recorded waits its turn within backfillSpread. After an install, the
-// agents the manager installed before in other namespaces of the cluster
-// are removed (removeStaleAgents; retried, finishAgentMove, when that
-// fails). Cluster "local" with Options.LocalAgentDisabled gets no agent
+// recorded waits its turn within backfillSpread. An install records the
+// namespace installed in (status.agentDeployedNamespace); an agent
+// installed there is never moved: while the Cluster names another
+// namespace nothing is installed or removed (refuseAgentMove). Cluster
+// "local" with Options.LocalAgentDisabled gets no agent
 // (disableLocalAgent).
 func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, error) {
 	if r.localAgentDisabled(cluster) {
 		return r.disableLocalAgent(ctx, cluster)
+	}
+	if r.agentMoveRefused(cluster) {
+		// Before any other change is looked at: none is installed
+		// until the namespace is set back.
+		r.refuseAgentMove(ctx, cluster)
+		return ctrl.Result{}, nil
 	}
 	over, err := r.currentOverride(ctx, cluster)
 	if err != nil {
@@ -128,14 +135,15 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 	recheck := ctrl.Result{RequeueAfter: jitter(kubeconfigRecheckOf(cluster))}
 	why := importReason(cluster, hash)
 	if why == "" {
-		return recheck, r.finishAgentMove(ctx, cluster)
+		r.recordAgentNamespace(cluster)
+		return recheck, nil
 	}
 	if why == reasonConfigChanged && cluster.Status.AgentConfigHash == "" {
 		if wait := backfillDelay(cluster.UID, backfillStart(time.Now()), time.Now(), backfillSpread); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
-	res, applied, down, err := r.doImport(ctx, cluster)
+	res, applied, err := r.doImport(ctx, cluster)
 	if err == nil && res.RequeueAfter == 0 && applied != over {
 		// The Secret changed since the look above: record what was
 		// installed.
@@ -150,11 +158,10 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 		cluster.Status.AgentDeployedGeneration = &gen
 		cluster.Status.AgentConfigHash = hash
 		cluster.Status.AgentMigrated = true
+		cluster.Status.AgentDeployedNamespace = r.agentNamespace(cluster)
 		setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonImported, "agent installed", cluster.Generation)
 		ctrl.LoggerFrom(ctx).Info("imported cluster: agent installed downstream", "why", why)
-		// Only now that the new agent is installed: a failure to remove
-		// the old one never keeps the new one from running.
-		return recheck, r.removeStaleAgents(ctx, cluster, down, r.agentNamespace(cluster))
+		return recheck, nil
 	case errors.As(err, &bad):
 		r.refuseAgentSpec(ctx, cluster, bad)
 		return ctrl.Result{}, nil
@@ -230,16 +237,15 @@ func (r *ClusterReconciler) connect(ctx context.Context, cluster *fleet.Cluster)
 }
 
 // doImport applies the agent to cluster's downstream cluster and returns
-// the apiServerURL/apiServerCA of the kubeconfig Secret it applied with,
-// and the client it applied with.
-func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, apiServerOverride, client.Client, error) {
+// the apiServerURL/apiServerCA of the kubeconfig Secret it applied with.
+func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster) (ctrl.Result, apiServerOverride, error) {
 	down, kcSecret, err := r.connect(ctx, cluster)
 	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, nil, err
+		return ctrl.Result{}, apiServerOverride{}, err
 	}
 	tokValues, res, err := r.importValues(ctx, cluster)
 	if err != nil || res.RequeueAfter > 0 {
-		return res, apiServerOverride{}, nil, err
+		return res, apiServerOverride{}, err
 	}
 	// The URL and CA are the manager's now, as hashed, not the token's:
 	// its values keep those of when they were written (a manager
@@ -249,21 +255,21 @@ func (r *ClusterReconciler) doImport(ctx context.Context, cluster *fleet.Cluster
 	values := r.agentValues(cluster, over)
 	values.Token, values.TokenName = tokValues.Token, tokValues.TokenName
 	if values.APIServerURL == "" {
-		return ctrl.Result{}, apiServerOverride{}, nil, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonMissingAPIServer, errors.New("missing apiServerURL in the manager config and the kubeconfig secret")}
 	}
 	objs, err := AgentObjects(r.agentManifest(cluster, values))
 	if err != nil {
-		return ctrl.Result{}, apiServerOverride{}, nil, err
+		return ctrl.Result{}, apiServerOverride{}, err
 	}
 	if err := applyAgent(ctx, down, objs); err != nil {
-		return ctrl.Result{}, apiServerOverride{}, nil, &importError{ReasonApplyFailed, err}
+		return ctrl.Result{}, apiServerOverride{}, &importError{ReasonApplyFailed, err}
 	}
 	cluster.Status.APIServerURL = values.APIServerURL
 	sum := sha256.Sum224([]byte(values.APIServerCA))
 	cluster.Status.APIServerCAHash = hex.EncodeToString(sum[:])
 	cluster.Status.AgentTLSMode = "strict"
 	cluster.Status.GarbageCollectionInterval = &metav1.Duration{Duration: agentGCInterval(r.Opts.GarbageCollectionInterval)}
-	return ctrl.Result{}, over, down, nil
+	return ctrl.Result{}, over, nil
 }
 
 // agentGCInterval is the interval an agent installed with the manager's
@@ -336,7 +342,7 @@ func (r *ClusterReconciler) agentManifest(cluster *fleet.Cluster, values Values)
 	return AgentManifest{
 		Namespace: r.agentNamespace(cluster), Values: values, ClientID: cluster.Spec.ClientID, Labels: cluster.Labels,
 		Image: r.Opts.AgentImage, CheckinInterval: r.Opts.AgentCheckinInterval, Cluster: cluster,
-		GarbageCollectionInterval: r.Opts.GarbageCollectionInterval,
+		GarbageCollectionInterval: r.Opts.GarbageCollectionInterval, Settings: r.Opts.Agent,
 	}
 }
 

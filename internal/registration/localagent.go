@@ -42,10 +42,10 @@ func agentRecorded(cluster *fleet.Cluster) bool {
 }
 
 // disableLocalAgent keeps the local cluster without an agent: none is
-// installed, and the one the manager installed before is removed (as
-// when an agent moves, removeStaleAgents), but only when the kubeconfig
-// Secret reaches the manager's own cluster: both kube-system namespaces
-// have the same UID, as Rancher Fleet checks. The Cluster, its namespace
+// installed, and the one the manager installed before is removed
+// (removeAgents), but only when the kubeconfig Secret reaches the
+// manager's own cluster: both kube-system namespaces have the same UID,
+// as Rancher Fleet checks. The Cluster, its namespace
 // and its BundleDeployments stay; Imported=False says why nothing is
 // deployed, and an Event when that is new. Clearing the status of the
 // install makes the manager install the agent again once the option is
@@ -58,12 +58,12 @@ func (r *ClusterReconciler) disableLocalAgent(ctx context.Context, cluster *flee
 	}
 	down, _, err := r.connect(ctx, cluster)
 	if err != nil {
-		r.reportRemovalFailure(ctx, cluster, "", fmt.Errorf("bootstrap.localAgentDisabled is set, but the local agent cannot be removed: %w", err))
+		r.reportRemovalFailure(ctx, cluster, fmt.Errorf("bootstrap.localAgentDisabled is set, but the local agent cannot be removed: %w", err))
 		return ctrl.Result{}, err
 	}
 	same, err := r.managerCluster(ctx, down)
 	if err != nil {
-		r.reportRemovalFailure(ctx, cluster, "", err)
+		r.reportRemovalFailure(ctx, cluster, err)
 		return ctrl.Result{}, err
 	}
 	if !same {
@@ -72,7 +72,7 @@ func (r *ClusterReconciler) disableLocalAgent(ctx context.Context, cluster *flee
 			"bootstrap.localAgentDisabled is set, but the kubeconfig Secret of this Cluster reaches a cluster whose kube-system namespace is not the management cluster's: its agent is left alone")
 		return ctrl.Result{}, nil
 	}
-	if err := r.removeStaleAgents(ctx, cluster, down, "", r.agentNamespace(cluster)); err != nil {
+	if err := r.removeAgents(ctx, cluster, down, r.agentNamespace(cluster)); err != nil {
 		return ctrl.Result{}, err
 	}
 	cluster.Status.AgentConfigHash = ""
