@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -113,10 +114,24 @@ func shared(ctx context.Context, g *singleflight.Group, key string, fn func() (a
 		return nil, err // gone already: start no read for it
 	}
 	select {
-	case r := <-g.DoChan(key, fn):
+	case r := <-g.DoChan(key, recovered(fn)):
 		return r.Val, r.Err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// recovered is fn with a panic turned into its error. DoChan runs fn on
+// a goroutine of its own, where a panic would end the whole manager
+// instead of one request as net/http's recovery did for Do.
+func recovered(fn func() (any, error)) func() (any, error) {
+	return func() (v any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				v, err = nil, fmt.Errorf("shared read panicked: %v", p)
+			}
+		}()
+		return fn()
 	}
 }
 
