@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,9 +156,10 @@ func (r *Reconciler) seedBuilt(ctx context.Context, key types.NamespacedName, co
 		// Written by a version without the record (the first start after
 		// an upgrade): trusted as those versions did, rather than every
 		// GitRepo fetched and built again at once, which could also
-		// resolve an unpinned chart version anew. The next sync stamps
-		// them.
+		// resolve an unpinned chart version anew. They get the record
+		// now, so that the next restart checks them like any other.
 		r.seed(key, names, grant)
+		r.stamp(ctx, key.Namespace, names, buildRecord(names, grant))
 		return nil
 	}
 	if len(records) != 1 || !records[buildRecord(names, grant)] {
@@ -167,6 +169,19 @@ func (r *Reconciler) seedBuilt(ctx context.Context, key types.NamespacedName, co
 	}
 	r.seed(key, names, grant)
 	return nil
+}
+
+// stamp writes record as the BuildAnnotation of the Bundles names in ns.
+// A failure is logged only: those Bundles are trusted again at the next
+// restart, as before the record existed.
+func (r *Reconciler) stamp(ctx context.Context, ns string, names []string, record string) {
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, BuildAnnotation, record)
+	for _, name := range names {
+		b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := r.Client.Patch(ctx, b, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "recording the build on a bundle", "bundle", name)
+		}
+	}
 }
 
 // seed records names and grant as the build of key, unless this process

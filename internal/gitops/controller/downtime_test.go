@@ -142,6 +142,15 @@ func TestConvergesAfterDowntime(t *testing.T) {
 		waitConverged(t, c, ns, name, commits[name])
 	}
 	// "upgraded" is trusted as it is: an upgrade fetches no GitRepo.
+	// ... and gets the record, so that the next restart checks it.
+	fleettest.Eventually(t, timeout, func() error {
+		for bn, b := range listBundles(t, c, "down", "upgraded") {
+			if b.Annotations[gitops.BuildAnnotation] == "" {
+				return fmt.Errorf("bundle %s has no build record yet", bn)
+			}
+		}
+		return nil
+	})
 	want := map[string]int{"partly": 1, "wholly": 1, "steady": 0, "tenant": 1, "upgraded": 0}
 	fleettest.Consistently(t, 5*time.Second, func() error {
 		for name, n := range want {
