@@ -148,7 +148,7 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	strategy := appsv1.DeploymentStrategy{}
 	if c := m.Cluster; c != nil {
 		pod.Containers[0].Image = AgentImage(m.Image, c.Spec.PrivateRepoURL)
-		pod.Containers[0].Env = append(pod.Containers[0].Env, c.Spec.AgentEnvVars...)
+		pod.Containers[0].Env = withClusterEnv(pod.Containers[0].Env, c.Spec.AgentEnvVars)
 		pod.Tolerations = append(pod.Tolerations, c.Spec.AgentTolerations...)
 		pod.Affinity = c.Spec.AgentAffinity
 		if c.Spec.AgentResources != nil {
@@ -194,6 +194,26 @@ func AgentObjects(m AgentManifest) ([]client.Object, error) {
 	// does not exist yet.
 	objs = append(objs, scheduling...)
 	return append(objs, deploy), nil
+}
+
+// withClusterEnv is the manager's env of the agent followed by the
+// Cluster's agentEnvVars, without the manager's entries whose name the
+// Cluster sets: the Cluster's value wins, and a name twice in the list
+// would make server-side apply refuse the Deployment. Without such a name
+// it is own with cluster appended, so that the manifest (and the
+// agentConfigHash) of other Clusters stays the same.
+func withClusterEnv(own, cluster []corev1.EnvVar) []corev1.EnvVar {
+	set := make(map[string]bool, len(cluster))
+	for _, e := range cluster {
+		set[e.Name] = true
+	}
+	kept := own[:0:0]
+	for _, e := range own {
+		if !set[e.Name] {
+			kept = append(kept, e)
+		}
+	}
+	return append(kept, cluster...)
 }
 
 // agentSettingsEnv are the environment variables through which the agent

@@ -85,3 +85,33 @@ func containerEnv(c corev1.Container) map[string]string {
 	}
 	return env
 }
+
+// TestImportedAgentEnvOverride: a Cluster's agentEnvVars entry with the
+// name of a variable the manager writes (workers 10) replaces it: the
+// import succeeds (a name twice would make server-side apply refuse the
+// Deployment) and the downstream agent has the variable once, with the
+// Cluster's value.
+func TestImportedAgentEnvOverride(t *testing.T) {
+	ctx := context.Background()
+	d := down[1]
+	const agentNS, name = "agent-env-override", "BUNDLEDEPLOYMENT_RECONCILER_WORKERS"
+	createKubeconfigSecret(t, d, imageWorkspace, "env-override-kubeconfig")
+	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "agent-env-override", Namespace: imageWorkspace},
+		Spec: fleet.ClusterSpec{KubeConfigSecret: "env-override-kubeconfig", AgentNamespace: agentNS,
+			AgentEnvVars: []corev1.EnvVar{{Name: name, Value: "20"}}}}
+	if err := up.Client.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	startWorkspaceManager(t, registration.Options{APIServerURL: up.Config.Host, APIServerCA: up.Config.CAData,
+		AgentImage: "example.com/fleet-agent:v1", Agent: registration.AgentSettings{Workers: 10}})
+	waitImported(t, cluster)
+	var values []string
+	for _, e := range agentDeployment(t, d, agentNS).Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			values = append(values, e.Value)
+		}
+	}
+	if len(values) != 1 || values[0] != "20" {
+		t.Errorf("agent env %s values %q, want exactly one, the Cluster's 20", name, values)
+	}
+}

@@ -60,8 +60,8 @@ func TestAgentConfigHashAgentSettingsDefaults(t *testing.T) {
 // TestAgentObjectsAgentSettings: each non-default setting reaches the
 // agent Deployment as the fleet-agent chart passes it (replicas,
 // imagePullPolicy, BUNDLEDEPLOYMENT_RECONCILER_WORKERS and
-// CATTLE_ELECTION_*, before the Cluster's agentEnvVars so that those can
-// override them); the defaults add nothing.
+// CATTLE_ELECTION_*, before the Cluster's agentEnvVars, and left out for a
+// name those set, so that they override them); the defaults add nothing.
 func TestAgentObjectsAgentSettings(t *testing.T) {
 	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ws"},
 		Spec: fleet.ClusterSpec{AgentEnvVars: []corev1.EnvVar{{Name: "USER_VAR", Value: "x"}}}}
@@ -105,6 +105,26 @@ func TestAgentObjectsAgentSettings(t *testing.T) {
 	}
 	if names[len(names)-1] != "USER_VAR" {
 		t.Errorf("env order %v: the Cluster's agentEnvVars come last, to override", names)
+	}
+
+	// A name the Cluster sets too is the Cluster's alone: a name twice
+	// would make server-side apply refuse the Deployment.
+	cluster.Spec.AgentEnvVars = []corev1.EnvVar{{Name: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", Value: "20"},
+		{Name: "CHECKIN_INTERVAL", Value: "1m"}, {Name: "USER_VAR", Value: "x"}}
+	dep, _ = deployment(AgentSettings{Workers: 7})
+	count := map[string]int{}
+	env = map[string]string{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		count[e.Name]++
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{"BUNDLEDEPLOYMENT_RECONCILER_WORKERS": "20", "CHECKIN_INTERVAL": "1m", "USER_VAR": "x"} {
+		if count[k] != 1 || env[k] != want {
+			t.Errorf("env %s %d times, value %q: want once, the Cluster's %q", k, count[k], env[k], want)
+		}
+	}
+	if count["NAMESPACE"] != 1 || count["POD_NAME"] != 1 {
+		t.Errorf("env %v: the manager's variables the Cluster does not set are kept", count)
 	}
 }
 

@@ -164,10 +164,14 @@ func (b *Bootstrap) ensureLocalObjects(ctx context.Context) error {
 	ns := b.Opts.BootstrapNamespace
 	// Created with name=local only, which no start ever removes: the
 	// labels of clusterLabels must be owned by the apply below alone, or a
-	// key later dropped from clusterLabels would stay.
+	// key later dropped from clusterLabels would stay. The agent namespace
+	// is there from the start, though: the importer must never see the
+	// new Cluster without it (should the apply below fail), or it would
+	// install the agent in the system namespace, which the agent can then
+	// never leave.
 	cluster := &fleet.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: fleet.LocalClusterName, Namespace: ns, Labels: map[string]string{"name": fleet.LocalClusterName}},
-		Spec:       fleet.ClusterSpec{KubeConfigSecret: localKubeconfigSecret},
+		Spec:       fleet.ClusterSpec{KubeConfigSecret: localKubeconfigSecret, AgentNamespace: b.newLocalAgentNamespace()},
 	}
 	if err := b.Client.Create(ctx, cluster); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating local cluster: %w", err)
@@ -229,10 +233,22 @@ func (b *Bootstrap) localAgentNamespace(ctx context.Context) (string, error) {
 	if next := b.agentNamespaceAfter(cluster, want, applied); b.movesLocalAgent(cluster, next) {
 		b.warnInvalidValues(ctx, fmt.Sprintf("bootstrap.agentNamespace %q: left out, the local agent keeps running in namespace %s: "+
 			"moving an installed agent is not supported (the releases it deployed are signed by the agent of that namespace)",
-			want, cluster.Status.AgentDeployedNamespace))
+			want, installedAgentNamespace(cluster)))
 		return previous, nil
 	}
 	return want, nil
+}
+
+// newLocalAgentNamespace is the spec.agentNamespace Cluster "local" is
+// created with: Options.BootstrapAgentNamespace when it is a namespace
+// name (a new Cluster has no agent to move), else none; localAgentNamespace
+// warns about a bad value.
+func (b *Bootstrap) newLocalAgentNamespace() string {
+	want := b.Opts.BootstrapAgentNamespace
+	if len(validation.IsDNS1123Label(want)) > 0 {
+		return ""
+	}
+	return want
 }
 
 // agentNamespaceAfter is the namespace cluster's agent is to run in once
@@ -251,9 +267,10 @@ func (b *Bootstrap) agentNamespaceAfter(cluster *fleet.Cluster, want string, app
 
 // movesLocalAgent says whether making next the agent namespace of
 // cluster changes it away from the namespace its installed agent runs in
-// (the importer refuses that move, refuseAgentMove).
+// (installedAgentNamespace; the importer refuses that move,
+// refuseAgentMove).
 func (b *Bootstrap) movesLocalAgent(cluster *fleet.Cluster, next string) bool {
-	deployed := cluster.Status.AgentDeployedNamespace
+	deployed := installedAgentNamespace(cluster)
 	now := cmp.Or(cluster.Spec.AgentNamespace, b.Opts.SystemNamespace)
 	return deployed != "" && next != now && next != deployed
 }
