@@ -112,6 +112,10 @@ type Reconciler struct {
 	// unwritten holds what a poll and sync learnt whose status write
 	// failed, until a write succeeds.
 	unwritten map[types.NamespacedName]syncedFields
+	// statusRV maps a GitRepo to the resourceVersion of its status as
+	// this process last wrote or read it from the API server (see
+	// cacheBehindStatus).
+	statusRV sync.Map
 	// built names the Bundles the GitRepo's current commit produced (the
 	// last successful sync's, or after a restart those found labelled
 	// with status.commit when they match their build record: seedBuilt),
@@ -267,6 +271,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.unwritten, key)
 	delete(r.built, key)
 	delete(r.goneTried, key)
+	r.statusRV.Delete(key)
 }
 
 // bdByRepo indexes BundleDeployments by "<bundle namespace>/<repo name>"

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -85,6 +86,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 	if err != nil {
 		return err
 	}
+	fresh := false
 	for attempt := 1; ; attempt++ {
 		cur := repo.DeepCopy()
 		done.apply(&cur.Status)
@@ -93,21 +95,42 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 		setBundleStatus(&cur.Status, bs)
 		setConditions(&cur.Status, generation, out, bs)
 		if equality.Semantic.DeepEqual(repo.Status, cur.Status) {
-			return nil
-		}
-		err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(repo, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case err == nil:
-			r.emitEvents(repo, cur)
-			return nil
-		case apierrors.IsNotFound(err):
-			return nil
-		case !apierrors.IsConflict(err) || attempt >= maxStatusAttempts:
-			return err
+			if fresh || !r.cacheBehindStatus(key, repo.ResourceVersion) {
+				r.statusRV.Store(key, repo.ResourceVersion)
+				return nil
+			}
+			// The cached copy may predate this process's last status
+			// write: equal to it, the status computed now may still
+			// differ from the one stored (Ready, then "waiting" written,
+			// then Ready again), and skipping would leave the stored one
+			// stale with no event to come. Compare with the API server.
+		} else {
+			err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(repo, client.MergeFromWithOptimisticLock{}))
+			switch {
+			case err == nil:
+				r.statusRV.Store(key, cur.ResourceVersion)
+				r.emitEvents(repo, cur)
+				return nil
+			case apierrors.IsNotFound(err):
+				return nil
+			case !apierrors.IsConflict(err) || attempt >= maxStatusAttempts:
+				return err
+			}
 		}
 		repo = &fleet.GitRepo{}
 		if err := r.APIReader.Get(ctx, key, repo); err != nil {
 			return client.IgnoreNotFound(err)
 		}
+		fresh = true
 	}
+}
+
+// cacheBehindStatus says whether a cached GitRepo of resourceVersion rv
+// may be older than this process's last status write of key: it was
+// written (statusRV) and the cache shows another version. Another writer
+// also gives another version; one read from the API server then settles
+// it, and records that version.
+func (r *Reconciler) cacheBehindStatus(key types.NamespacedName, rv string) bool {
+	last, ok := r.statusRV.Load(key)
+	return ok && last.(string) != rv
 }
