@@ -57,12 +57,9 @@ func (r *ClusterReconciler) refuseAgentMove(ctx context.Context, cluster *fleet.
 		"moving an installed agent is not supported (the releases it deployed are signed by the agent of that namespace), "+
 		"and the agent is not updated meanwhile; set spec.agentNamespace back to %s",
 		r.agentNamespace(cluster), deployed, deployed)
-	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
-	if prev == nil || prev.Reason != ReasonAgentNamespaceChangeRefused || prev.Message != msg {
+	if r.setImported(cluster, metav1.ConditionTrue, ReasonAgentNamespaceChangeRefused, corev1.EventTypeWarning, msg) {
 		ctrl.LoggerFrom(ctx).Info("agent namespace change refused", "agentDeployedNamespace", deployed, "agentNamespace", r.agentNamespace(cluster))
-		r.event(cluster, corev1.EventTypeWarning, ReasonAgentNamespaceChangeRefused, "Import", "%s", msg)
 	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionTrue, ReasonAgentNamespaceChangeRefused, msg, cluster.Generation)
 }
 
 // recordAgentNamespace completes the status of cluster whose agent is

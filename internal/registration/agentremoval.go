@@ -202,11 +202,7 @@ func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Clu
 func (r *ClusterReconciler) reportRemovalFailure(ctx context.Context, cluster *fleet.Cluster, err error) {
 	msg := err.Error() + "; retrying"
 	ctrl.LoggerFrom(ctx).Info("removing the agent failed, retrying with backoff", "error", err.Error())
-	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
-	if prev == nil || prev.Reason != ReasonAgentRemovalFailed || prev.Message != msg {
-		r.event(cluster, corev1.EventTypeWarning, ReasonAgentRemovalFailed, "Import", "%s", msg)
-	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ReasonAgentRemovalFailed, msg, cluster.Generation)
+	r.setImported(cluster, metav1.ConditionFalse, ReasonAgentRemovalFailed, corev1.EventTypeWarning, msg)
 }
 
 // event records an Event on cluster, when there is a recorder.

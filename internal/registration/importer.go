@@ -182,14 +182,23 @@ func (r *ClusterReconciler) importCluster(ctx context.Context, cluster *fleet.Cl
 // before stays as it is.
 func (r *ClusterReconciler) refuseAgentSpec(ctx context.Context, cluster *fleet.Cluster, bad *AgentSpecError) {
 	msg := bad.Error() + "; the agent is neither installed nor updated until the Cluster is fixed"
-	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
-	if prev == nil || prev.Reason != ReasonInvalidAgentScheduling || prev.Message != msg {
+	if r.setImported(cluster, metav1.ConditionFalse, ReasonInvalidAgentScheduling, corev1.EventTypeWarning, msg) {
 		ctrl.LoggerFrom(ctx).Info("cluster import stopped: invalid agent settings", "field", bad.Field)
-		if r.Recorder != nil {
-			r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonInvalidAgentScheduling, "Import", "%s", msg)
-		}
 	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, ReasonInvalidAgentScheduling, msg, cluster.Generation)
+}
+
+// setImported sets the Imported condition of cluster, and records an
+// Event of type typ with the same reason and message when the condition
+// is new (another reason or message), so that a state the manager keeps
+// finding at each look is told once. It says whether it was new.
+func (r *ClusterReconciler) setImported(cluster *fleet.Cluster, status metav1.ConditionStatus, reason, typ, msg string) bool {
+	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
+	isNew := prev == nil || prev.Reason != reason || prev.Message != msg
+	if isNew {
+		r.event(cluster, typ, reason, "Import", "%s", msg)
+	}
+	setCond(&cluster.Status.Conditions, fleet.ConditionImported, status, reason, msg, cluster.Generation)
+	return isNew
 }
 
 // connect is a client of cluster's downstream cluster, made from its

@@ -99,10 +99,7 @@ func (r *ClusterReconciler) managerCluster(ctx context.Context, down client.Clie
 // markLocalAgent sets Imported=False with reason and msg on cluster, and
 // records an Event of typ when the condition is new.
 func (r *ClusterReconciler) markLocalAgent(ctx context.Context, cluster *fleet.Cluster, reason, typ, msg string) {
-	prev := meta.FindStatusCondition(cluster.Status.Conditions, fleet.ConditionImported)
-	if prev == nil || prev.Reason != reason || prev.Message != msg {
+	if r.setImported(cluster, metav1.ConditionFalse, reason, typ, msg) {
 		ctrl.LoggerFrom(ctx).Info("local agent disabled", "reason", reason)
-		r.event(cluster, typ, reason, "Import", "%s", msg)
 	}
-	setCond(&cluster.Status.Conditions, fleet.ConditionImported, metav1.ConditionFalse, reason, msg, cluster.Generation)
 }
