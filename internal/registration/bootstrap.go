@@ -277,9 +277,9 @@ func (b *Bootstrap) movesLocalAgent(cluster *fleet.Cluster, next string) bool {
 
 // removeBootstrapGitRepo deletes GitRepo "bootstrap" of the bootstrap
 // namespace (through its finalizer, which removes its Bundles) when the
-// bootstrap applied it. One a user made (no apply of
-// bootstrapFieldOwner in its managedFields) is kept, and the log says
-// why.
+// bootstrap applied it: bootstrapFieldOwner applied its
+// bootstrapManagedAnnotation. One a user made, or one an earlier version
+// applied without the annotation, is kept, and the log says why.
 func (b *Bootstrap) removeBootstrapGitRepo(ctx context.Context) error {
 	key := client.ObjectKey{Namespace: b.Opts.BootstrapNamespace, Name: bootstrapGitRepoName}
 	repo := &fleet.GitRepo{}
@@ -300,17 +300,6 @@ func (b *Bootstrap) removeBootstrapGitRepo(ctx context.Context) error {
 	}
 	log.Info("bootstrap.repo is empty, GitRepo deleted")
 	return nil
-}
-
-// appliedBy says whether manager server-side applied any field of the
-// object with managedFields.
-func appliedBy(managedFields []metav1.ManagedFieldsEntry, manager client.FieldOwner) bool {
-	for _, e := range managedFields {
-		if e.Manager == string(manager) && e.Operation == metav1.ManagedFieldsOperationApply {
-			return true
-		}
-	}
-	return false
 }
 
 // appliedField says whether manager's server-side apply owns the field at
