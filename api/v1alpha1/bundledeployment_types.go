@@ -74,6 +74,11 @@ type BundleDeploymentSpec struct {
 	ValuesHash string `json:"valuesHash,omitempty"`
 	// +optional
 	DownstreamResourcesGeneration int `json:"downstreamResourcesGeneration,omitempty"`
+	// OffSchedule is set while the deployment's cluster is covered by a
+	// Schedule that is outside its windows: the agent leaves the
+	// deployment as it is until a window opens.
+	// +optional
+	OffSchedule bool `json:"offSchedule,omitempty"`
 }
 
 // BundleDeploymentStatus is reported by the agent.

@@ -190,6 +190,14 @@ type ClusterStatus struct {
 	Agent AgentStatus `json:"agent,omitempty"`
 	// +optional
 	GarbageCollectionInterval *metav1.Duration `json:"garbageCollectionInterval,omitempty"`
+	// Scheduled is true while a Schedule targets this cluster: its
+	// BundleDeployments then change only while ActiveSchedule is true.
+	// +optional
+	Scheduled bool `json:"scheduled,omitempty"`
+	// ActiveSchedule is true while one of the Schedules targeting this
+	// cluster is inside a window.
+	// +optional
+	ActiveSchedule bool `json:"activeSchedule,omitempty"`
 }
 
 // ClusterDisplay is shown in printer columns.
