@@ -62,16 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	b := &fleet.Bundle{}
 	if err := r.Get(ctx, rq.NamespacedName, b); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forgetBundle(rq.NamespacedName)
-			if moved, err := r.movedToOtherShard(ctx, rq.NamespacedName); moved || err != nil {
-				// Its new shard adopts the deployments (putDeployment).
-				return ctrl.Result{}, err
-			}
-			// Gone without our finalizer (or after it): nothing may stay.
-			if _, err := r.deleteDeployments(ctx, rq.Namespace+"/"+rq.Name, nil); err != nil {
-				return ctrl.Result{}, err
-			}
-			return ctrl.Result{}, r.deleteValuesSecret(ctx, rq.NamespacedName, "")
+			return r.gone(ctx, rq.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
@@ -104,74 +95,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctrl.Resul
 	return res, nil
 }
 
-// forgetBundle drops everything the reconciler remembers of a Bundle it no
-// longer has: deleted, or moved to another shard (which never reconciles
-// it here again, so nothing else would). Without it each such Bundle left
-// its status-write times and its deployments' write records behind for the
-// life of the process. The deployments' records are found by the Bundle
-// they name: this path is rare, so a scan of written is cheap enough.
-func (r *Reconciler) forgetBundle(key types.NamespacedName) {
-	r.values.Delete(key)
-	r.invalidReported.Delete(key)
-	r.statusWritten.Delete(key)
-	r.statusUnsure.Delete(key)
-	bundleKey := key.Namespace + "/" + key.Name
-	r.written.Range(func(k, v any) bool {
-		if w, ok := v.(writtenAt); ok && w.Bundle == bundleKey {
-			r.written.Delete(k)
-		}
-		return true
-	})
-}
-
-// movedToOtherShard reports whether a Bundle this shard's cache no longer
-// has still exists with another shard's label: its GitRepo moved to another
-// shard, whose apply relabelled it. Its deployments must stay for that
-// shard to adopt; deleting them would make every agent uninstall the
-// workload and install it again.
-func (r *Reconciler) movedToOtherShard(ctx context.Context, key types.NamespacedName) (bool, error) {
-	live := kubeclient.MetadataOf(fleet.GroupVersion.WithKind("Bundle"))
-	if err := r.APIReader.Get(ctx, key, live); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return live.GetLabels()[fleet.ShardLabel] != r.Opts.ShardID, nil
-}
-
 // sooner is the shorter of two requeue delays, 0 meaning none.
 func sooner(a, b time.Duration) time.Duration {
 	if a == 0 || (b > 0 && b < a) {
 		return b
 	}
 	return a
-}
-
-func (r *Reconciler) finalize(ctx context.Context, b *fleet.Bundle) (ctrl.Result, error) {
-	remaining, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, nil)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if remaining > 0 {
-		// The cache has not seen the deletions yet; the delete events
-		// requeue us.
-		return ctrl.Result{RequeueAfter: jitter(5 * time.Second)}, nil
-	}
-	// Its values go with it, as its deployments do, whether or not a
-	// garbage collector runs.
-	if err := r.deleteValuesSecret(ctx, client.ObjectKeyFromObject(b), b.UID); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.values.Delete(client.ObjectKeyFromObject(b))
-	r.invalidReported.Delete(client.ObjectKeyFromObject(b))
-	if controllerutil.ContainsFinalizer(b, Finalizer) {
-		patch := client.MergeFrom(b.DeepCopy())
-		controllerutil.RemoveFinalizer(b, Finalizer)
-		if err := r.Patch(ctx, b, patch); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-	}
-	r.statusWritten.Delete(client.ObjectKeyFromObject(b))
-	r.statusUnsure.Delete(client.ObjectKeyFromObject(b))
-	return ctrl.Result{}, nil
 }
 
 // deleteDeployments deletes the bundle's deployments (and their values
