@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -37,6 +36,7 @@ import (
 	"github.com/fleetgo/fleet/internal/finalizer"
 	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/policy"
+	"github.com/fleetgo/fleet/internal/statuswrite"
 )
 
 // Finalizer makes deleting a HelmOp delete its Bundle first (with
@@ -90,6 +90,11 @@ type Reconciler struct {
 	// reconciles caused by Bundle status changes, which only refresh the
 	// status. A restart forgets it and builds each HelmOp once.
 	state map[types.NamespacedName]*buildState
+	// statusRV remembers the resourceVersion of each HelmOp's status as
+	// this process last wrote it or read it from the API server, so that
+	// an equal status is not skipped against a cached copy older than
+	// that (see writeStatus).
+	statusRV statuswrite.Versions
 }
 
 // buildState is what the last build of one HelmOp did.
@@ -191,19 +196,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	read := op.DeepCopy()
-	computeStatus(&op.Status, op.Generation, outcome{
+	if err := r.writeStatus(ctx, op, outcome{
 		Err:     st.err,
 		Input:   isInputError(st.err),
 		Polled:  st.polled,
 		Version: st.version,
 		Polling: pollingInterval(op, r.Opts.MinPollingInterval) > 0,
 		Built:   st.err == nil && st.generation == op.Generation,
-	}, bundle)
-	if !equality.Semantic.DeepEqual(read.Status, op.Status) {
-		if err := r.Client.Status().Patch(ctx, op, client.MergeFrom(read)); err != nil {
-			return ctrl.Result{}, err
-		}
+	}, bundle); err != nil {
+		return ctrl.Result{}, err
 	}
 	var requeue time.Duration
 	if !st.next.IsZero() {
@@ -398,6 +399,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.state, key)
+	r.statusRV.Forget(key)
 }
 
 // inputError is a spec or Secret that cannot work as it stands; the HelmOp

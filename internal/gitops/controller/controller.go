@@ -34,6 +34,7 @@ import (
 	"github.com/fleetgo/fleet/internal/gitops/poll"
 	"github.com/fleetgo/fleet/internal/gitops/webhook"
 	"github.com/fleetgo/fleet/internal/policy"
+	"github.com/fleetgo/fleet/internal/statuswrite"
 )
 
 // Finalizer makes deleting a GitRepo delete its Bundles first (with
@@ -112,10 +113,11 @@ type Reconciler struct {
 	// unwritten holds what a poll and sync learnt whose status write
 	// failed, until a write succeeds.
 	unwritten map[types.NamespacedName]syncedFields
-	// statusRV maps a GitRepo to the resourceVersion of its status as
-	// this process last wrote or read it from the API server (see
-	// cacheBehindStatus).
-	statusRV sync.Map
+	// statusRV remembers the resourceVersion of each GitRepo's status as
+	// this process last wrote it or read it from the API server, so that
+	// an equal status is not skipped against a cached copy older than
+	// that (see writeStatus).
+	statusRV statuswrite.Versions
 	// built names the Bundles the GitRepo's current commit produced (the
 	// last successful sync's, or after a restart those found labelled
 	// with status.commit when they match their build record: seedBuilt),
@@ -271,7 +273,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.unwritten, key)
 	delete(r.built, key)
 	delete(r.goneTried, key)
-	r.statusRV.Delete(key)
+	r.statusRV.Forget(key)
 }
 
 // bdByRepo indexes BundleDeployments by "<bundle namespace>/<repo name>"

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -95,8 +94,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 		setBundleStatus(&cur.Status, bs)
 		setConditions(&cur.Status, generation, out, bs)
 		if equality.Semantic.DeepEqual(repo.Status, cur.Status) {
-			if fresh || !r.cacheBehindStatus(key, repo.ResourceVersion) {
-				r.statusRV.Store(key, repo.ResourceVersion)
+			if r.statusRV.SkipEqual(key, repo.ResourceVersion, fresh) {
 				return nil
 			}
 			// The cached copy may predate this process's last status
@@ -108,7 +106,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 			err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(repo, client.MergeFromWithOptimisticLock{}))
 			switch {
 			case err == nil:
-				r.statusRV.Store(key, cur.ResourceVersion)
+				r.statusRV.Wrote(key, cur.ResourceVersion)
 				r.emitEvents(repo, cur)
 				return nil
 			case apierrors.IsNotFound(err):
@@ -123,14 +121,4 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 		}
 		fresh = true
 	}
-}
-
-// cacheBehindStatus says whether a cached GitRepo of resourceVersion rv
-// may be older than this process's last status write of key: it was
-// written (statusRV) and the cache shows another version. Another writer
-// also gives another version; one read from the API server then settles
-// it, and records that version.
-func (r *Reconciler) cacheBehindStatus(key types.NamespacedName, rv string) bool {
-	last, ok := r.statusRV.Load(key)
-	return ok && last.(string) != rv
 }
