@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleetgo/fleet/internal/agent"
+	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/logging"
 	"github.com/fleetgo/fleet/internal/memlimit"
 	"github.com/fleetgo/fleet/internal/version"
@@ -30,16 +31,16 @@ func main() {
 	fs := pflag.NewFlagSet("fleet-agent", pflag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster the agent manages (empty: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.StringVar(&opts.Namespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "agent namespace (env NAMESPACE)")
-	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", 15*time.Minute), "how often the agent reports in (env CHECKIN_INTERVAL)")
-	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", 50), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
+	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", register.DefaultCheckinInterval), "how often the agent reports in (env CHECKIN_INTERVAL)")
+	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", register.DefaultWorkers), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables (env FLEET_AGENT_METRICS_BIND_ADDRESS)")
 	var sims simulatorFlags
 	fs.IntVar(&sims.count, "simulators", 0, "run this many simulated agents in this process instead of one agent (scale testing)")
 	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index in 5 digits>, e.g. sim00003)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "compete for Lease fleet-agent in the agent namespace so that one replica acts")
-	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", 30*time.Second), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
-	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", 25*time.Second), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
-	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", 10*time.Second), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
+	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", register.DefaultLeaseDuration), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
+	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", register.DefaultRenewDeadline), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
+	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", register.DefaultRetryPeriod), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
 	pprofAddr := fs.String("pprof-bind-address", os.Getenv("FLEET_AGENT_PPROF_BIND_ADDRESS"), "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); empty disables (env FLEET_AGENT_PPROF_BIND_ADDRESS)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)

@@ -38,12 +38,14 @@ type Options struct {
 	Downstream *rest.Config
 	// Namespace is the agent namespace downstream (cattle-fleet-system).
 	Namespace string
-	// CheckinInterval is the heartbeat interval (default 15m).
+	// CheckinInterval is the heartbeat interval (default
+	// register.DefaultCheckinInterval).
 	CheckinInterval time.Duration
 	// FirstCheckinDelay is the wait before the first heartbeat (1s, plus up
 	// to as much again at random).
 	FirstCheckinDelay time.Duration
-	// Workers is the number of concurrent BundleDeployment reconciles.
+	// Workers is the number of concurrent BundleDeployment reconciles
+	// (default register.DefaultWorkers).
 	Workers int
 	// RenewFraction is the share of a credential's lifetime after which it
 	// is renewed (default 0.6).
@@ -62,7 +64,8 @@ type Options struct {
 	LeaderElection bool
 	// Identity in the Lease (default $POD_NAME, else the host name).
 	Identity string
-	// LeaseDuration, RenewDeadline, RetryPeriod (default 30s, 25s, 10s).
+	// LeaseDuration, RenewDeadline, RetryPeriod (default
+	// register.DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
@@ -71,10 +74,10 @@ func (o *Options) defaults() {
 		o.Namespace = "cattle-fleet-system"
 	}
 	if o.CheckinInterval <= 0 {
-		o.CheckinInterval = 15 * time.Minute
+		o.CheckinInterval = register.DefaultCheckinInterval
 	}
 	if o.Workers <= 0 {
-		o.Workers = 50
+		o.Workers = register.DefaultWorkers
 	}
 	if o.RenewFraction <= 0 || o.RenewFraction >= 1 {
 		o.RenewFraction = 0.6
@@ -95,13 +98,13 @@ func (o *Options) defaults() {
 		o.Identity, _ = os.Hostname()
 	}
 	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = 30 * time.Second
+		o.LeaseDuration = register.DefaultLeaseDuration
 	}
 	if o.RenewDeadline <= 0 {
-		o.RenewDeadline = 25 * time.Second
+		o.RenewDeadline = register.DefaultRenewDeadline
 	}
 	if o.RetryPeriod <= 0 {
-		o.RetryPeriod = 10 * time.Second
+		o.RetryPeriod = register.DefaultRetryPeriod
 	}
 }
 

@@ -133,7 +133,7 @@ func TestAgentChartRefusesWrongNamespaceReleaseAndMissingValues(t *testing.T) {
 // passes to fleet-controller against the flags cmd/fleet-controller defines.
 func TestControllerDeploymentUsesOnlyRealFlags(t *testing.T) {
 	// The agent settings' flags are defined with registration.AgentSettings.
-	src := readFile(t, testenv.RepoRoot()+"/cmd/fleet-controller/main.go") + readFile(t, testenv.RepoRoot()+"/internal/registration/setup.go")
+	src := readFile(t, testenv.RepoRoot()+"/cmd/fleet-controller/main.go") + readFile(t, testenv.RepoRoot()+"/internal/registration/agentsettings.go")
 	defined := map[string]bool{"zap-log-level": true, "zap-devel": true}
 	for _, m := range regexp.MustCompile(`fs\.\w+Var\([^,]+,\s*"([a-z-]+)"|fs\.\w+\("([a-z-]+)"`).FindAllStringSubmatch(src, -1) {
 		defined[m[1]+m[2]] = true

@@ -223,16 +223,16 @@ func withClusterEnv(own, cluster []corev1.EnvVar) []corev1.EnvVar {
 // before as they are.
 func agentSettingsEnv(s AgentSettings) []corev1.EnvVar {
 	var env []corev1.EnvVar
-	if s.Workers > 0 && s.Workers != agentDefaultWorkers {
+	if s.Workers > 0 && s.Workers != register.DefaultWorkers {
 		env = append(env, corev1.EnvVar{Name: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", Value: strconv.Itoa(s.Workers)})
 	}
 	for _, e := range []struct {
 		name   string
 		d, def time.Duration
 	}{
-		{name: "CATTLE_ELECTION_LEASE_DURATION", d: s.LeaseDuration, def: agentDefaultLeaseDuration},
-		{name: "CATTLE_ELECTION_RENEW_DEADLINE", d: s.RenewDeadline, def: agentDefaultRenewDeadline},
-		{name: "CATTLE_ELECTION_RETRY_PERIOD", d: s.RetryPeriod, def: agentDefaultRetryPeriod},
+		{name: "CATTLE_ELECTION_LEASE_DURATION", d: s.LeaseDuration, def: register.DefaultLeaseDuration},
+		{name: "CATTLE_ELECTION_RENEW_DEADLINE", d: s.RenewDeadline, def: register.DefaultRenewDeadline},
+		{name: "CATTLE_ELECTION_RETRY_PERIOD", d: s.RetryPeriod, def: register.DefaultRetryPeriod},
 	} {
 		if e.d > 0 && e.d != e.def {
 			env = append(env, corev1.EnvVar{Name: e.name, Value: e.d.String()})

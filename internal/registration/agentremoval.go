@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
 )
 
 // Reasons of the removal of the agent the manager installed, which only
@@ -33,10 +34,11 @@ const (
 
 // agentNamespaces are the downstream namespaces where an agent the
 // manager installed for cluster may run: the one recorded in
-// status.agentDeployedNamespace, those given, and every namespace whose
-// ConfigMap fleet-agent names the cluster's clientID (an agent installed
-// before the namespace was recorded). Sorted.
-func agentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Cluster, more ...string) []string {
+// status.agentDeployedNamespace, configured (the Cluster's agent
+// namespace now), and every namespace whose ConfigMap fleet-agent names
+// the cluster's clientID (an agent installed before the namespace was
+// recorded). Sorted.
+func agentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Cluster, configured string) []string {
 	var out []string
 	add := func(ns string) {
 		if ns != "" && !slices.Contains(out, ns) {
@@ -44,9 +46,7 @@ func agentNamespaces(ctx context.Context, down client.Client, cluster *fleet.Clu
 		}
 	}
 	add(cluster.Status.AgentDeployedNamespace)
-	for _, ns := range more {
-		add(ns)
-	}
+	add(configured)
 	cms := &corev1.ConfigMapList{}
 	if err := down.List(ctx, cms, client.MatchingFields{"metadata.name": agentConfigMapName}); err != nil {
 		// The recorded namespace is what matters; the search only adds
@@ -73,14 +73,15 @@ func agentClientID(cm *corev1.ConfigMap) string {
 }
 
 // removeAgentIn deletes from ns downstream the agent objects the manager
-// made (madeByManager) for cluster, Deployment first so that the old
-// agent stops before its configuration goes, and the ConfigMap last: it
-// is what tells a retry whose agent this was. It leaves ns alone when its
-// ConfigMap fleet-agent names another clientID: another Cluster's agent
-// lives there now. The namespace itself stays, and so does everything the
-// manager did not make (the agent's own credential Secret, revoked
-// upstream once the agent that replaces it registers), and the
-// PriorityClass, which is one for the whole cluster.
+// made (madeByManager) for cluster, and the credential that agent stored
+// (agentCredentialOf), Deployment first so that the old agent stops
+// before its configuration goes, and the ConfigMap last: it is what tells
+// a retry whose agent this was. It leaves ns alone when its ConfigMap
+// fleet-agent names another clientID: another Cluster's agent lives there
+// now. The namespace itself stays, and so does everything else the
+// manager did not make, and the PriorityClass, which is one for the whole
+// cluster. Upstream nothing changes: the old credential is revoked once
+// an agent installed again registers.
 func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string) (removed bool, err error) {
 	cm := &corev1.ConfigMap{}
 	err = down.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentConfigMapName}, cm)
@@ -100,8 +101,13 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 	}
 	for _, obj := range agentObjectsIn(ns) {
 		made := madeByManager
-		if _, ok := obj.(*corev1.ServiceAccount); ok {
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
 			made = saMade
+		case *corev1.Secret:
+			if o.Name == register.AgentSecretName {
+				made = agentCredentialOf(cluster)
+			}
 		}
 		deleted, err := deleteIf(ctx, down, obj, made)
 		if err != nil {
@@ -115,8 +121,8 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 // agentObjectsIn are the objects AgentObjects makes for an agent in ns,
 // but for the namespace and the PriorityClass, in the order of their
 // removal: the Deployment, the PodDisruptionBudget, the ServiceAccount,
-// the bootstrap Secret, the ClusterRole and its binding named after ns,
-// and the ConfigMap.
+// the bootstrap Secret, the agent's credential Secret, the ClusterRole and
+// its binding named after ns, and the ConfigMap.
 func agentObjectsIn(ns string) []client.Object {
 	roleName := ns + "-fleet-agent-role"
 	_, pdb := agentPruned(ns)
@@ -125,6 +131,7 @@ func agentObjectsIn(ns string) []client.Object {
 		pdb,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName, Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.AgentSecretName, Namespace: ns}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: roleName + "-binding"}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: agentConfigMapName, Namespace: ns}},
@@ -144,6 +151,23 @@ func madeByManager(obj client.Object) bool {
 		}
 	}
 	return false
+}
+
+// agentCredentialOf says whether a Secret is the credential an agent of
+// cluster stored when it registered (register.Store): the agent writes it
+// with neither labels nor owner, so what identifies it is its name
+// (checked by the caller), its kubeconfig, and the Cluster it names
+// (workspace and name). A Secret of that name naming another Cluster, or
+// none, is someone else's and stays.
+func agentCredentialOf(cluster *fleet.Cluster) func(client.Object) bool {
+	return func(obj client.Object) bool {
+		s, ok := obj.(*corev1.Secret)
+		if !ok || len(s.Data[register.KeyKubeconfig]) == 0 {
+			return false
+		}
+		return string(s.Data[register.KeyClusterNamespace]) == cluster.Namespace &&
+			string(s.Data[register.KeyClusterName]) == cluster.Name
+	}
 }
 
 // deleteIf deletes obj downstream when made says the manager made it, and
@@ -172,14 +196,14 @@ func deleteIf(ctx context.Context, down client.Client, obj client.Object, made f
 }
 
 // removeAgents removes every agent the manager installed for cluster
-// downstream (agentNamespaces, plus more), and clears
+// downstream (agentNamespaces, with its agent namespace now), and clears
 // status.agentDeployedNamespace once they are gone. A failure says so on
 // the Cluster (Imported=False, reason AgentRemovalFailed, and a Warning
 // Event when the message is new), and status.agentDeployedNamespace keeps
 // naming a namespace still to be cleaned, so that the returned error's
 // retry tries again.
-func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client, more ...string) error {
-	for _, ns := range agentNamespaces(ctx, down, cluster, more...) {
+func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) error {
+	for _, ns := range agentNamespaces(ctx, down, cluster, r.agentNamespace(cluster)) {
 		removed, err := removeAgentIn(ctx, down, cluster, ns)
 		if err != nil {
 			// Recorded, so that the retry finds it whatever else changes.

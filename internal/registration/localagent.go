@@ -72,7 +72,7 @@ func (r *ClusterReconciler) disableLocalAgent(ctx context.Context, cluster *flee
 			"bootstrap.localAgentDisabled is set, but the kubeconfig Secret of this Cluster reaches a cluster whose kube-system namespace is not the management cluster's: its agent is left alone")
 		return ctrl.Result{}, nil
 	}
-	if err := r.removeAgents(ctx, cluster, down, r.agentNamespace(cluster)); err != nil {
+	if err := r.removeAgents(ctx, cluster, down); err != nil {
 		return ctrl.Result{}, err
 	}
 	cluster.Status.AgentConfigHash = ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
 	"github.com/fleetgo/fleet/internal/registration"
 )
 
@@ -28,9 +30,13 @@ const localOffNamespace = "local-off"
 // management cluster (up) into namespace localOffAgentNS:
 //   - disabled from the start, no agent is installed; the Cluster stays,
 //     with Imported=False and an Event saying why;
-//   - enabled, the agent is installed; disabled again, the objects the
-//     manager made are removed from up, the rest of the namespace stays,
-//     and another imported Cluster of the namespace keeps its agent;
+//   - enabled, the agent is installed, and registers; disabled again, the
+//     objects the manager made and the credential the agent stored are
+//     removed from up, the rest of the namespace (a user's ConfigMap and
+//     Secret) stays, and another imported Cluster of the namespace keeps
+//     its agent;
+//   - enabled again, the agent installed anew registers with its
+//     bootstrap token and checks in;
 //   - Cluster "local" pointed at another cluster (down[0]), whose
 //     kube-system UID is not the management cluster's: its agent is left
 //     alone, and the Cluster says so.
@@ -65,10 +71,19 @@ func TestLocalAgentDisabled(t *testing.T) {
 	stop = withLocalAgent(false)
 	waitImported(t, local)
 	agentDeployment(t, up, agentNS)
+	// The agent (in-process, as the Deployment would run it) registers
+	// and stores its credential, Secret fleet-agent.
+	stopAgent := startAgent(t, up, agentNS)
+	oldCred := waitLocalAgentRegistered(t, local, agentNS, time.Time{})
+	stopAgent()
 	stop()
 	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep-me", Namespace: agentNS}}
-	if err := up.Client.Create(ctx, mine); err != nil {
-		t.Fatal(err)
+	mySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "keep-me-too", Namespace: agentNS},
+		Data: map[string][]byte{register.KeyClusterNamespace: []byte(localOffNamespace), register.KeyClusterName: []byte(fleet.LocalClusterName)}}
+	for _, o := range []client.Object{mine, mySecret} {
+		if err := up.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	stop = withLocalAgent(true)
@@ -85,12 +100,13 @@ func TestLocalAgentDisabled(t *testing.T) {
 			c.Status.AgentDeployedNamespace, c.Status.AgentConfigHash, c.Status.AgentDeployedGeneration, c.Status.Namespace)
 	}
 	for _, o := range []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}}} {
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.AgentSecretName, Namespace: agentNS}}} {
 		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 			t.Errorf("local agent's %T %s: want it deleted, got %v", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
-	for _, o := range []client.Object{mine, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}} {
+	for _, o := range []client.Object{mine, mySecret, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}} {
 		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			t.Errorf("%T %s the manager did not make: %v", o, client.ObjectKeyFromObject(o), err)
 		}
@@ -98,6 +114,30 @@ func TestLocalAgentDisabled(t *testing.T) {
 	agentDeployment(t, down[0], "local-off-other")
 	// The shared manager's local agent, another Cluster's, is untouched.
 	agentDeployment(t, up, fleet.DefaultSystemNamespace)
+	stop()
+
+	// Enabled again: the agent installed anew registers with its
+	// bootstrap token (no credential is left to reuse) and checks in.
+	stop = withLocalAgent(false)
+	waitImported(t, local)
+	since := time.Now()
+	stopAgent = startAgent(t, up, agentNS)
+	if cred := waitLocalAgentRegistered(t, local, agentNS, since); cred.UID == oldCred.UID {
+		t.Errorf("the agent installed again kept the removed agent's credential")
+	}
+	stopAgent()
+	stop()
+	// Disabled again before the move below, which a recorded agent would
+	// refuse.
+	stop = withLocalAgent(true)
+	waitLocalAgentOff(t, local, registration.ReasonLocalAgentDisabled)
+	eventually(t, "local agent removed again", func() error {
+		err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.AgentSecretName}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("local agent's credential: %v", err)
+		}
+		return nil
+	})
 	stop()
 
 	editCluster(t, local, func(s *fleet.ClusterSpec) { s.KubeConfigSecret = "elsewhere-kubeconfig" })
@@ -128,6 +168,41 @@ func waitLocalAgentOff(t *testing.T, cluster *fleet.Cluster, reason string) *fle
 		return nil
 	})
 	return c
+}
+
+// waitLocalAgentRegistered waits until the agent in agentNS of up has
+// registered cluster from its bootstrap Secret (which it then deletes) and
+// checked in after since, and returns the credential it stored, which
+// must work upstream.
+func waitLocalAgentRegistered(t *testing.T, cluster *fleet.Cluster, agentNS string, since time.Time) *corev1.Secret {
+	t.Helper()
+	ctx := context.Background()
+	cred := &corev1.Secret{}
+	c := &fleet.Cluster{}
+	eventually(t, "local agent registered and checked in", func() error {
+		err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.BootstrapSecretName}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("bootstrap secret not used yet: %v", err)
+		}
+		if err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.AgentSecretName}, cred); err != nil {
+			return err
+		}
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		if seen := c.Status.Agent.LastSeen; !seen.After(since) {
+			return fmt.Errorf("lastSeen %v not after %v", seen, since)
+		}
+		return nil
+	})
+	if got := string(cred.Data[register.KeyClusterName]); got != cluster.Name {
+		t.Errorf("credential names cluster %q, want %q", got, cluster.Name)
+	}
+	cfg, _ := agentConfig(t, up, agentNS)
+	if err := clientFor(t, cfg).List(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(c.Status.Namespace)); err != nil {
+		t.Errorf("the agent's credential does not work: %v", err)
+	}
+	return cred
 }
 
 // startLocalOffManager runs a manager for localOffNamespace only, with

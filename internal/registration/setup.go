@@ -17,11 +17,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,91 +155,6 @@ func (o *Options) Defaults() {
 	if o.Workers == 0 {
 		o.Workers = 10
 	}
-}
-
-// The agent's own defaults (fleet-agent's flags): AgentSettings equal to
-// them are not written into the agent Deployment.
-const (
-	agentDefaultReplicas      = 1
-	agentDefaultWorkers       = 50
-	agentDefaultLeaseDuration = 30 * time.Second
-	agentDefaultRenewDeadline = 25 * time.Second
-	agentDefaultRetryPeriod   = 10 * time.Second
-)
-
-// AgentSettings are the fleet-agent Deployment settings of Rancher's fleet
-// chart values agentImage.imagePullPolicy, agent.replicas,
-// agent.reconciler.workers.bundledeployment and agent.leaderElection. A
-// zero field, or one equal to the agent's own default, is not written
-// into the Deployment at all: the agent objects, their agentConfigHash,
-// and so every agent imported before, stay as they are unless a setting
-// really changes.
-type AgentSettings struct {
-	// ImagePullPolicy of the agent container; "" or IfNotPresent is not
-	// written (Kubernetes' default for a tagged image).
-	ImagePullPolicy corev1.PullPolicy
-	// Replicas of the agent Deployment (0: 1). Replicas compete for Lease
-	// fleet-agent in the agent namespace; one acts.
-	Replicas int32
-	// Workers is the agent's BUNDLEDEPLOYMENT_RECONCILER_WORKERS (0: the
-	// agent's 50).
-	Workers int
-	// LeaseDuration, RenewDeadline and RetryPeriod are the agent's
-	// CATTLE_ELECTION_LEASE_DURATION, _RENEW_DEADLINE and _RETRY_PERIOD
-	// (0: the agent's 30s, 25s and 10s).
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// Validate refuses settings an agent could not run with, so that a typo
-// in the chart values stops the manager with a message instead of
-// rolling every imported agent out into a crash loop. Unset timings count
-// as the agent's defaults, as the agent would see them.
-func (s AgentSettings) Validate() error {
-	switch s.ImagePullPolicy {
-	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		return fmt.Errorf("agent image pull policy %q is not one of Always, IfNotPresent, Never", s.ImagePullPolicy)
-	}
-	if s.Replicas < 0 {
-		return fmt.Errorf("agent replicas %d is negative", s.Replicas)
-	}
-	if s.Workers < 0 {
-		return fmt.Errorf("agent workers %d is negative", s.Workers)
-	}
-	if s.LeaseDuration < 0 || s.RenewDeadline < 0 || s.RetryPeriod < 0 {
-		return fmt.Errorf("agent leader election timings must not be negative (leaseDuration %v, renewDeadline %v, retryPeriod %v)",
-			s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
-	}
-	lease, renew, retry := orDefault(s.LeaseDuration, agentDefaultLeaseDuration),
-		orDefault(s.RenewDeadline, agentDefaultRenewDeadline), orDefault(s.RetryPeriod, agentDefaultRetryPeriod)
-	// client-go's leader elector refuses anything else, and the agent
-	// would exit at start.
-	if lease <= renew || renew <= time.Duration(leaderelection.JitterFactor*float64(retry)) {
-		return fmt.Errorf("agent leader election needs leaseDuration > renewDeadline > %v × retryPeriod, have %v, %v, %v",
-			leaderelection.JitterFactor, lease, renew, retry)
-	}
-	return nil
-}
-
-// AddFlags adds fleet-controller's flags of the agents installed on
-// imported clusters, which Rancher's fleet chart sets through agentImage
-// and agent.*. Their defaults are the agent's own, which the manager does
-// not write into the agent Deployment.
-func (s *AgentSettings) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar((*string)(&s.ImagePullPolicy), "agent-image-pull-policy", "", "imagePullPolicy of agents installed on imported clusters: Always, IfNotPresent or Never; empty or IfNotPresent: not set (Kubernetes' default, IfNotPresent for a tagged image)")
-	fs.Int32Var(&s.Replicas, "agent-replicas", agentDefaultReplicas, "replicas of agents installed on imported clusters (one acts, holding Lease fleet-agent)")
-	fs.IntVar(&s.Workers, "agent-workers", agentDefaultWorkers, "concurrent BundleDeployment reconciles of agents installed on imported clusters (their BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
-	fs.DurationVar(&s.LeaseDuration, "agent-leader-election-lease-duration", agentDefaultLeaseDuration, "lease duration of agents installed on imported clusters (their CATTLE_ELECTION_LEASE_DURATION)")
-	fs.DurationVar(&s.RenewDeadline, "agent-leader-election-renew-deadline", agentDefaultRenewDeadline, "lease renew deadline of agents installed on imported clusters (their CATTLE_ELECTION_RENEW_DEADLINE)")
-	fs.DurationVar(&s.RetryPeriod, "agent-leader-election-retry-period", agentDefaultRetryPeriod, "lease retry period of agents installed on imported clusters (their CATTLE_ELECTION_RETRY_PERIOD)")
-}
-
-// orDefault is d, or def when d is zero.
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // DefaultAgentImage is the fleet-agent image used when none is configured.
