@@ -32,7 +32,8 @@ const (
 // could otherwise make every request of a loop cost the manager's shared
 // client a read or a list: identical concurrent requests share one read
 // (liveFlight), and a miss is remembered for missTTL (misses), so a Content
-// and hint asked for again and again cost one read per missTTL. A
+// and hint asked for again and again cost one read per missTTL. Reads of
+// all flights together are capped (liveSlots, maxLiveReads). A
 // deployment the cache has seen since, or this process has written, is
 // answered before misses is consulted.
 func (h *handler) liveCheck(ctx context.Context, ns, bdName, name string) (bool, error) {
@@ -47,6 +48,11 @@ func (h *handler) liveCheck(ctx context.Context, ns, bdName, name string) (bool,
 	// unambiguous with the free-form hint last, and differs from
 	// listCheck's (ns alone).
 	v, err := shared(ctx, &h.liveFlight, ns+"/"+name+"/"+bdName, func() (any, error) {
+		// A read that ended between the look above and this flight
+		// answers as well.
+		if h.misses.has(k, h.clock()) {
+			return false, nil
+		}
 		// Shared by every waiter: not ended by the first one's request.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
 		defer cancel()
@@ -87,7 +93,7 @@ func (h *handler) listCheck(ctx context.Context, ns, name string) (bool, error) 
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveReadTimeout)
 		defer cancel()
-		names, err := referencedNames(ctx, h.live, ns)
+		names, err := referencedNames(ctx, h.liveReads(), ns)
 		if err == nil {
 			// From the LIST's start: it shows nothing written after it.
 			h.lists.add(ns, names, start)
@@ -154,7 +160,7 @@ func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, 
 	// (coalesced and remembered as a miss by liveCheck, so a bogus name
 	// costs one such read per miss period).
 	for _, rv := range []string{"0", ""} {
-		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+		ok, err := deploymentReferences(ctx, h.liveReads(), key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
 		if err != nil || ok {
 			return ok, err
 		}

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -80,6 +79,10 @@ type handler struct {
 	liveFlight singleflight.Group
 	misses     missCache
 	lists      listCache
+	// liveSlots caps the reads of live in flight at once, those of
+	// liveFlight and contents alike (see maxLiveReads); its zero value
+	// has maxLiveReads slots.
+	liveSlots readSlots
 	// now is the clock of misses and lists (nil: time.Now; tests set it).
 	now func() time.Time
 }
@@ -264,17 +267,17 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 		}
 	}
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading BundleDeployments: %w", err))
+		return nil, busyOr("reading BundleDeployments", err)
 	}
 	if !ok {
 		return nil, notFound
 	}
-	c, err := h.contents.get(ctx, h.live, name)
+	c, err := h.contents.get(ctx, h.liveReads(), name)
 	if apierrors.IsNotFound(err) {
 		return nil, notFound
 	}
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("reading Content: %w", err))
+		return nil, busyOr("reading Content", err)
 	}
 	return &contentapi.BundleContent{
 		TypeMeta:   metav1.TypeMeta{Kind: contentapi.Kind, APIVersion: contentapi.Group + "/" + contentapi.Version},
