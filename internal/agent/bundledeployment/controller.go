@@ -268,9 +268,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Its release may be taken over now (see takeOver).
 		r.wakeRefused(bd.Name)
 	}
-	if bd.Spec.Paused {
-		// Paused: no deploy, no drift watch (as in Fleet). Resuming picks
-		// the release up from storage and watches it again.
+	if held(bd) {
+		// Paused or off schedule: no deploy, no drift watch, no status (as
+		// in Fleet). Resuming, or the Schedule's window opening, picks the
+		// release up from storage and watches it again, or deploys the
+		// deploymentID that arrived meanwhile. A deletion still uninstalls
+		// (the not-found path above).
 		r.watcher.Forget(req.NamespacedName)
 		r.mu.Lock()
 		delete(r.applied, req.NamespacedName)

@@ -496,13 +496,20 @@ func (r *Reconciler) collectRelease(ctx context.Context, key types.NamespacedNam
 	})
 }
 
+// held reports whether the BundleDeployment is to be left as it is
+// downstream: paused, or off schedule (its cluster's Schedule is outside
+// its windows).
+func held(bd *fleet.BundleDeployment) bool {
+	return bd.Spec.Paused || bd.Spec.OffSchedule
+}
+
 // supersedes reports whether bd, which exists, has replaced the release ref
 // it labels: bd claims another release (helm.releaseName or namespace
 // changed), and this agent has deployed bd's current deploymentID as that
-// release. Until then (a deploy failing, paused, an agent that has not
+// release. Until then (a deploy failing, held, an agent that has not
 // reconciled bd since it started) the old release stays.
 func (r *Reconciler) supersedes(bd *fleet.BundleDeployment, ref deployer.ReleaseRef) bool {
-	if bd.Name != ref.BundleDeployment || bd.DeletionTimestamp != nil || bd.Spec.Paused {
+	if bd.Name != ref.BundleDeployment || bd.DeletionTimestamp != nil || held(bd) {
 		return false
 	}
 	ns, name := deployer.ReleaseNamespace(bd.Spec.Options), deployer.ReleaseName(bd.Name, bd.Spec.Options)

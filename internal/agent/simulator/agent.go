@@ -364,10 +364,12 @@ func (a *agent) dispatch(ctx context.Context, bd *fleet.BundleDeployment) {
 }
 
 // handle deploys (or pretends to) a BundleDeployment whose deploymentID
-// has not been reported yet, and reports its status.
+// has not been reported yet, and reports its status. Like the real agent it
+// leaves a paused or off-schedule deployment alone: a Schedule's window
+// opening changes the spec, and the watch brings it back.
 func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 	id := bd.Spec.DeploymentID
-	if id == "" || bd.DeletionTimestamp != nil || bd.Spec.Paused {
+	if id == "" || bd.DeletionTimestamp != nil || bd.Spec.Paused || bd.Spec.OffSchedule {
 		return
 	}
 	a.mu.Lock()

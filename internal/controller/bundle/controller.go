@@ -206,15 +206,25 @@ func (r *Reconciler) deploymentHandler() handler.EventHandler {
 
 // clusterTargetingChanged reports whether a Cluster change can change which
 // bundles target it or with which options; heartbeats (lastSeen) and status
-// written by the targeting controllers do not.
+// written by the targeting controllers do not. Of the Schedule status only
+// a change of OffSchedule counts: the deployments copy nothing else of it.
 func clusterTargetingChanged(o, n *fleet.Cluster) bool {
 	return !maps.Equal(o.Labels, n.Labels) ||
 		!maps.Equal(o.Annotations, n.Annotations) ||
 		o.Spec.Paused != n.Spec.Paused ||
+		OffSchedule(o) != OffSchedule(n) ||
 		!reflect.DeepEqual(o.Spec.TemplateValues, n.Spec.TemplateValues) ||
 		o.Status.Namespace != n.Status.Namespace ||
 		IsOffline(o) != IsOffline(n) ||
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// OffSchedule reports whether a Schedule covers the cluster (the schedule
+// controller sets status.scheduled) while none of its windows is open
+// (status.activeSchedule): the cluster's BundleDeployments then carry
+// spec.offSchedule and its agent leaves them as they are, as in Fleet.
+func OffSchedule(c *fleet.Cluster) bool {
+	return c.Status.Scheduled && !c.Status.ActiveSchedule
 }
 
 // IsOffline reports the Offline condition the clusterstatus controller

@@ -94,6 +94,7 @@ func (r *Reconciler) writeDeployment(ctx context.Context, b *fleet.Bundle, manif
 	bd.Spec.CorrectDrift = bd.Spec.Options.CorrectDrift
 	bd.Spec.OCIContents = b.Spec.ContentsID != ""
 	bd.Spec.Paused = p.Target.Paused
+	bd.Spec.OffSchedule = OffSchedule(p.Target.Cluster)
 
 	stagedValues := stripValues(&bd.Spec.StagedOptions)
 	currentValues := stripValues(&bd.Spec.Options)

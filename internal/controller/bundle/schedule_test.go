@@ -1,0 +1,147 @@
+package bundle_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/controller/bundle"
+)
+
+// setSchedule writes the Schedule fields of a cluster's status, as the
+// schedule controller does.
+func setSchedule(t *testing.T, ctx context.Context, c *fleet.Cluster, scheduled, active bool) {
+	t.Helper()
+	update(t, ctx, c, true, func() {
+		c.Status.Scheduled, c.Status.ActiveSchedule = scheduled, active
+	})
+}
+
+// settle waits until the bundle's reconciles have stopped (none for longer
+// than the status write interval), so that only a new event can make the
+// next change: a requeue left over from earlier writes would hide a
+// missing Cluster watch.
+func settle(t *testing.T, b *fleet.Bundle) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(b)
+	eventually(t, 90*time.Second, func() error {
+		n := bundle.Reconciles(key)
+		time.Sleep(7 * time.Second)
+		if m := bundle.Reconciles(key); m != n {
+			return fmt.Errorf("%d reconciles meanwhile", m-n)
+		}
+		return nil
+	})
+}
+
+// expectOffSchedule waits until the bundle's deployments carry
+// spec.offSchedule as want says, per cluster name.
+func expectOffSchedule(t *testing.T, ctx context.Context, ns, name string, want map[string]bool) {
+	t.Helper()
+	// Well below the 30-minute resync: only the Cluster event can do it.
+	eventually(t, 60*time.Second, func() error {
+		bds, err := bundleDeployments(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		for cl, off := range want {
+			bd := bds[cl]
+			if bd == nil {
+				return fmt.Errorf("no deployment for %s yet", cl)
+			}
+			if bd.Spec.OffSchedule != off {
+				return fmt.Errorf("%s: spec.offSchedule %v, want %v", cl, bd.Spec.OffSchedule, off)
+			}
+		}
+		return nil
+	})
+}
+
+// A cluster covered by a Schedule outside its windows gets deployments
+// marked offSchedule; the window opening, closing and the Schedule going
+// away each rewrite them, while an unscheduled cluster is never marked.
+func TestOffScheduleFollowsClusterStatus(t *testing.T) {
+	ctx := context.Background()
+	ws := "ws-sched"
+	createNamespace(t, ctx, ws, nil)
+	lbls := map[string]string{"sched": "yes"}
+	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
+	newCluster(t, ctx, ws, "free", lbls, time.Second)
+	setSchedule(t, ctx, win, true, false)
+
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-app"}}
+	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
+	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
+	must(t, env.Client.Create(ctx, b))
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": true, "free": false})
+
+	settle(t, b)
+	setSchedule(t, ctx, win, true, true) // the window opens
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": false, "free": false})
+
+	settle(t, b)
+	setSchedule(t, ctx, win, true, false) // and closes
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": true, "free": false})
+
+	settle(t, b)
+	setSchedule(t, ctx, win, false, false) // the Schedule no longer covers it
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": false, "free": false})
+}
+
+// As in Fleet, a new version still reaches an off-schedule cluster's
+// deployment (only its agent holds it back): the Bundle shows that cluster
+// WaitApplied until its agent applies it in a window.
+func TestOffScheduleDeploymentWaitsApplied(t *testing.T) {
+	ctx := context.Background()
+	ws := "ws-sched-wait"
+	createNamespace(t, ctx, ws, nil)
+	lbls := map[string]string{"sched": "wait"}
+	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
+	newCluster(t, ctx, ws, "free", lbls, time.Second)
+
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-wait"}}
+	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
+	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
+	must(t, env.Client.Create(ctx, b))
+	eventually(t, 60*time.Second, func() error {
+		if err := playAgents(ctx, ws, b.Name, nil, nil); err != nil {
+			return err
+		}
+		must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(b), b))
+		if b.Status.Summary.Ready != 2 {
+			return fmt.Errorf("summary %+v", b.Status.Summary)
+		}
+		return nil
+	})
+	settle(t, b)
+	setSchedule(t, ctx, win, true, false)
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": true})
+	bds, err := bundleDeployments(ctx, ws, b.Name)
+	must(t, err)
+	oldID := bds["win"].Spec.DeploymentID
+
+	update(t, ctx, b, false, func() { b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v2\n") })
+	eventually(t, 60*time.Second, func() error {
+		// Only the unscheduled cluster's agent applies the new version.
+		if err := playAgents(ctx, ws, b.Name, nil, map[string]bool{"win": true}); err != nil {
+			return err
+		}
+		bds, err := bundleDeployments(ctx, ws, b.Name)
+		if err != nil {
+			return err
+		}
+		if id := bds["win"].Spec.DeploymentID; id == oldID || !bds["win"].Spec.OffSchedule {
+			return fmt.Errorf("win: deploymentID %s (old %s), offSchedule %v", id, oldID, bds["win"].Spec.OffSchedule)
+		}
+		must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(b), b))
+		if s := b.Status.Summary; s.WaitApplied != 1 || s.Ready != 1 {
+			return fmt.Errorf("summary %+v", s)
+		}
+		return nil
+	})
+}
