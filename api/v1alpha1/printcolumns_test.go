@@ -39,6 +39,8 @@ var rancherColumns = map[string][][2]string{
 	"contents":                nil,
 	"bundlenamespacemappings": nil,
 	"policies":                nil,
+	"schedules": {{"Schedule", ".spec.schedule"}, {"Duration", ".spec.duration"}, {"Active", ".status.active"},
+		{"NextStart", ".status.nextStartTime"}},
 }
 
 // TestPrinterColumnsAreRancherFleets: every installed Fleet CRD has

@@ -4,11 +4,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fleetgo/fleet/internal/controller/schedule"
 	"github.com/fleetgo/fleet/internal/gitops/git"
 	"github.com/fleetgo/fleet/internal/kubeclient"
 	"github.com/fleetgo/fleet/internal/logging"
@@ -35,6 +37,7 @@ func main() {
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
 	gitOps := fs.Bool("gitops", true, "run the GitRepo controller and its git webhook receiver; false leaves GitRepos as they are (their Bundles stay deployed)")
 	helmOps := fs.Bool("helmops", true, "run the HelmOp controller (charts from repositories without git)")
+	fs.BoolVar(&opts.Schedules, "schedules", envBool(schedule.EnvEnable), "run the Schedule controller (experimental, as in Rancher Fleet): Clusters targeted by a Schedule deploy changes only inside its windows (env "+schedule.EnvEnable+"=true); off, Schedules are left alone")
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "lease duration")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "lease renew deadline")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 10*time.Second, "lease retry period")
@@ -123,6 +126,13 @@ func validateAgentFlags(s registration.AgentSettings) error {
 		return fmt.Errorf("--agent-leader-election-* durations must be positive, have %v, %v, %v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
 	}
 	return s.Validate()
+}
+
+// envBool reads k as strconv.ParseBool does; unset or unparsable is false,
+// as Rancher Fleet reads its experimental flags.
+func envBool(k string) bool {
+	v, err := strconv.ParseBool(os.Getenv(k))
+	return err == nil && v
 }
 
 func envOr(k, def string) string {

@@ -23,6 +23,7 @@ func TestHelpNamesEveryEnvVar(t *testing.T) {
 		"FLEET_REGISTRATION_TOKEN_TTL_REQUIRED": {Flag: "registration-token-ttl-required", Value: "true", Shown: "(default true)"},
 		"KUBECONFIG":                            {Flag: "kubeconfig", Value: "/env/kubeconfig", Shown: `(default "/env/kubeconfig")`},
 		"FLEET_WEBHOOK_ALLOW_UNSIGNED":          {Flag: "webhook-allow-unsigned", Value: "true", Shown: "(default true)"},
+		"EXPERIMENTAL_SCHEDULES":                {Flag: "schedules", Value: "true", Shown: "(default true)"},
 	})
 }
 

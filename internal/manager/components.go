@@ -8,5 +8,6 @@ var components = []Component{
 	{Name: "cluster-status", Setup: setupClusterStatus, Unsharded: true},
 	{Name: "gitops", Setup: setupGitOps},
 	{Name: "helmop", Setup: setupHelmOp},
+	{Name: "schedule", Setup: setupSchedule, Unsharded: true},
 	{Name: "operations", Setup: setupOperations},
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// DisableHelmOps leaves the HelmOp controller out (chart value
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
+	// Schedules runs the Schedule controller (Rancher Fleet's experimental
+	// EXPERIMENTAL_SCHEDULES=true; --schedules). Off, Schedules and the
+	// Cluster flags they set are left as they are.
+	Schedules bool
 	// policies tells the controllers whether the API server serves
 	// Policies yet (set by New; see policy.Gate).
 	policies *policy.Gate
@@ -223,6 +227,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if helmOpsMissing {
 		ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
 		opts.DisableHelmOps = true
+	}
+	if opts.Schedules && !servesKind(served, "Schedule") {
+		ctrl.Log.WithName("schedule").Info("the Schedule CRD is not installed: Schedules are off until the manager restarts after the fleet-crd chart is upgraded")
+		opts.Schedules = false
 	}
 	opts.policies = policy.NewGate(servesKind(served, "Policy"))
 	if !opts.policies.Served() {

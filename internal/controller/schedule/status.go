@@ -1,0 +1,157 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/target"
+)
+
+// Evaluation is one Schedule's answer at one moment. Pure data, built by
+// Evaluate.
+type Evaluation struct {
+	// Name of the Schedule.
+	Name string
+	// Err is set when the spec is invalid; the Schedule then changes no
+	// cluster, and the clusters it matched before (Frozen) keep their
+	// flags as they are.
+	Err *SpecError
+	// Window is where now falls (valid Schedules only).
+	Window Window
+	// Matching are the names of the clusters it targets, sorted (valid
+	// Schedules only).
+	Matching []string
+	// Frozen are the clusters an invalid Schedule matched when it was last
+	// valid (its status.matchingClusters).
+	Frozen []string
+}
+
+// Evaluate computes s at now against the clusters and groups of its
+// namespace. Pure.
+func Evaluate(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.ClusterGroup, now time.Time) Evaluation {
+	e := Evaluation{Name: s.Name}
+	timing, err := ParseTiming(s.Spec, now)
+	if err == nil {
+		e.Matching, err = Matching(s, clusters, groups)
+	}
+	if err != nil {
+		var se *SpecError
+		if !errors.As(err, &se) {
+			se = &SpecError{Reason: ReasonInvalidSchedule, Err: err}
+		}
+		e.Err, e.Frozen = se, s.Status.MatchingClusters
+		return e
+	}
+	e.Window = timing.At(now)
+	return e
+}
+
+// Matching returns the sorted names of the clusters s targets: those
+// matching any of its targets, each target as a GitRepo target does (all
+// of its set fields must match; an empty target matches nothing).
+func Matching(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.ClusterGroup) ([]string, error) {
+	var matchers []*target.Matcher
+	for i, t := range s.Spec.Targets.Clusters {
+		m, err := target.NewMatcher(target.Criteria{ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
+			ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector})
+		if err != nil {
+			name := t.Name
+			if name == "" {
+				name = fmt.Sprintf("#%d", i)
+			}
+			return nil, &SpecError{Reason: ReasonInvalidTarget, Err: fmt.Errorf("spec.targets.clusters %s: %w", name, err)}
+		}
+		matchers = append(matchers, m)
+	}
+	var names []string
+	for i := range clusters {
+		c := &clusters[i]
+		if c.Namespace != s.Namespace {
+			continue
+		}
+		ci := target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, groups)}
+		if slices.ContainsFunc(matchers, func(m *target.Matcher) bool { return m.Match(ci) }) {
+			names = append(names, c.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Flags are the Schedule fields of a Cluster's status.
+type Flags struct {
+	Scheduled bool
+	Active    bool
+}
+
+// FlagsOf reads a cluster's flags.
+func FlagsOf(c *fleet.Cluster) Flags {
+	return Flags{Scheduled: c.Status.Scheduled, Active: c.Status.ActiveSchedule}
+}
+
+// DesiredFlags decides the flags of every cluster of a namespace from the
+// evaluations of all of its Schedules (deleted ones left out). A cluster
+// matched by a valid Schedule is scheduled, and active while any of them
+// has a window open (windows of several Schedules add up); one matched by
+// none is neither. Clusters an invalid Schedule froze are left out of the
+// answer: nothing is written to them until it is fixed or deleted. Pure.
+func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags {
+	frozen := map[string]bool{}
+	want := map[string]Flags{}
+	for _, e := range evals {
+		if e.Err != nil {
+			for _, n := range e.Frozen {
+				frozen[n] = true
+			}
+			continue
+		}
+		for _, n := range e.Matching {
+			f := want[n]
+			f.Scheduled, f.Active = true, f.Active || e.Window.Active
+			want[n] = f
+		}
+	}
+	out := make(map[string]Flags, len(clusters))
+	for i := range clusters {
+		n := clusters[i].Name
+		if !frozen[n] {
+			out[n] = want[n]
+		}
+	}
+	return out
+}
+
+// ComputeStatus is the status s should have given its evaluation e at
+// now. An invalid spec keeps the last valid active, nextStartTime and
+// matchingClusters (they describe the cluster flags, which stay as they
+// were) and sets Ready=False with the error. Pure.
+func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.ScheduleStatus {
+	st := *s.Status.DeepCopy()
+	cond := metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
+		ObservedGeneration: s.Generation, LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second))}
+	if e.Err != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, e.Err.Reason, e.Err.Error()
+	} else {
+		st.Active = e.Window.Active
+		st.NextStartTime = metav1.Time{}
+		if !e.Window.NextStart.IsZero() {
+			st.NextStartTime = metav1.NewTime(e.Window.NextStart.UTC())
+		}
+		st.MatchingClusters = e.Matching
+	}
+	// Ready is the only condition, rebuilt each time: a Schedule last
+	// written by Rancher Fleet carries wrangler conditions (no reason, no
+	// lastTransitionTime) that this CRD would refuse in a status write.
+	if prev := meta.FindStatusCondition(s.Status.Conditions, fleet.ConditionReady); prev != nil &&
+		prev.Status == cond.Status && !prev.LastTransitionTime.IsZero() {
+		cond.LastTransitionTime = prev.LastTransitionTime
+	}
+	st.Conditions = []metav1.Condition{cond}
+	return st
+}

@@ -1,0 +1,156 @@
+package schedule
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+)
+
+func cluster(name string, labels map[string]string) fleet.Cluster {
+	return fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws", Labels: labels}}
+}
+
+func group(name string, labels, selector map[string]string) *fleet.ClusterGroup {
+	return &fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws", Labels: labels},
+		Spec: fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}}}
+}
+
+func withTargets(targets ...fleet.ScheduleTarget) *fleet.Schedule {
+	return &fleet.Schedule{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ws"},
+		Spec: fleet.ScheduleSpec{Schedule: "0 0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}, Location: "UTC",
+			Targets: fleet.ScheduleTargets{Clusters: targets}}}
+}
+
+// TestMatching: targets choose clusters of the Schedule's namespace as
+// GitRepo targets do.
+func TestMatching(t *testing.T) {
+	clusters := []fleet.Cluster{
+		cluster("dev1", map[string]string{"env": "dev", "region": "eu"}),
+		cluster("dev2", map[string]string{"env": "dev", "region": "us"}),
+		cluster("prod1", map[string]string{"env": "prod", "region": "eu"}),
+		{ObjectMeta: metav1.ObjectMeta{Name: "dev-elsewhere", Namespace: "other", Labels: map[string]string{"env": "dev"}}},
+	}
+	groups := []*fleet.ClusterGroup{
+		group("europe", map[string]string{"tier": "gold"}, map[string]string{"region": "eu"}),
+		group("america", map[string]string{"tier": "silver"}, map[string]string{"region": "us"}),
+	}
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
+	for _, tc := range []struct {
+		name    string
+		targets []fleet.ScheduleTarget
+		want    []string
+	}{
+		{name: "clusterName", targets: []fleet.ScheduleTarget{{ClusterName: "prod1"}}, want: []string{"prod1"}},
+		{name: "clusterSelector, same namespace only", targets: []fleet.ScheduleTarget{{ClusterSelector: sel("env", "dev")}}, want: []string{"dev1", "dev2"}},
+		{name: "empty selector selects all", targets: []fleet.ScheduleTarget{{ClusterSelector: &metav1.LabelSelector{}}}, want: []string{"dev1", "dev2", "prod1"}},
+		{name: "clusterGroup", targets: []fleet.ScheduleTarget{{ClusterGroup: "europe"}}, want: []string{"dev1", "prod1"}},
+		{name: "clusterGroupSelector", targets: []fleet.ScheduleTarget{{ClusterGroupSelector: sel("tier", "silver")}}, want: []string{"dev2"}},
+		{name: "fields of one target are ANDed", targets: []fleet.ScheduleTarget{{ClusterGroup: "europe", ClusterSelector: sel("env", "dev")}}, want: []string{"dev1"}},
+		{name: "targets are ORed", targets: []fleet.ScheduleTarget{{ClusterName: "prod1"}, {ClusterGroup: "america"}}, want: []string{"dev2", "prod1"}},
+		{name: "a target with only a name matches nothing", targets: []fleet.ScheduleTarget{{Name: "all"}}, want: nil},
+		{name: "no targets", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Matching(withTargets(tc.targets...), clusters, groups)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	bad := withTargets(fleet.ScheduleTarget{Name: "broken", ClusterSelector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Near"}}}})
+	_, err := Matching(bad, clusters, groups)
+	var se *SpecError
+	if !errors.As(err, &se) || se.Reason != ReasonInvalidTarget {
+		t.Errorf("invalid selector: %v, want a %s error", err, ReasonInvalidTarget)
+	}
+}
+
+// TestDesiredFlags: the flags of a namespace's clusters from all of its
+// Schedules.
+func TestDesiredFlags(t *testing.T) {
+	clusters := []fleet.Cluster{cluster("a", nil), cluster("b", nil), cluster("c", nil), cluster("d", nil)}
+	open := Evaluation{Name: "open", Matching: []string{"a"}, Window: Window{Active: true}}
+	closed := Evaluation{Name: "closed", Matching: []string{"a", "b"}}
+	invalid := Evaluation{Name: "invalid", Err: &SpecError{Reason: ReasonInvalidSchedule, Err: errors.New("bad")}, Frozen: []string{"c"}}
+	for _, tc := range []struct {
+		name  string
+		evals []Evaluation
+		want  map[string]Flags
+	}{
+		{name: "no Schedules clears every cluster", want: map[string]Flags{"a": {}, "b": {}, "c": {}, "d": {}}},
+		{name: "an open window makes its clusters active", evals: []Evaluation{open},
+			want: map[string]Flags{"a": {Scheduled: true, Active: true}, "b": {}, "c": {}, "d": {}}},
+		{name: "outside its windows a cluster is scheduled, not active", evals: []Evaluation{closed},
+			want: map[string]Flags{"a": {Scheduled: true}, "b": {Scheduled: true}, "c": {}, "d": {}}},
+		{name: "windows of several Schedules add up", evals: []Evaluation{closed, open},
+			want: map[string]Flags{"a": {Scheduled: true, Active: true}, "b": {Scheduled: true}, "c": {}, "d": {}}},
+		{name: "an invalid Schedule leaves the clusters it matched as they are", evals: []Evaluation{closed, invalid},
+			want: map[string]Flags{"a": {Scheduled: true}, "b": {Scheduled: true}, "d": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DesiredFlags(tc.evals, clusters); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestComputeStatus: a valid Schedule shows its window, next start and
+// clusters with Ready=True; an invalid one keeps them and shows the error.
+func TestComputeStatus(t *testing.T) {
+	now := at("2030-06-15T12:30:00Z")
+	clusters := []fleet.Cluster{cluster("dev1", map[string]string{"env": "dev"}), cluster("prod1", map[string]string{"env": "prod"})}
+	s := withTargets(fleet.ScheduleTarget{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}})
+	s.Generation = 3
+
+	st := ComputeStatus(s, Evaluate(s, clusters, nil, now), now)
+	if !st.Active || !st.NextStartTime.Time.Equal(at("2030-06-16T12:00:00Z")) || !reflect.DeepEqual(st.MatchingClusters, []string{"dev1"}) {
+		t.Errorf("valid: active %v, next %s, clusters %v", st.Active, st.NextStartTime.UTC(), st.MatchingClusters)
+	}
+	ready := meta.FindStatusCondition(st.Conditions, fleet.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != ReasonValid || ready.ObservedGeneration != 3 {
+		t.Errorf("valid: Ready %+v", ready)
+	}
+
+	s.Status = st
+	s.Spec.Schedule = "0 0 25 * * *"
+	later := now.Add(time.Hour)
+	bad := ComputeStatus(s, Evaluate(s, clusters, nil, later), later)
+	if !bad.Active || !bad.NextStartTime.Equal(&st.NextStartTime) || !reflect.DeepEqual(bad.MatchingClusters, []string{"dev1"}) {
+		t.Errorf("invalid: the last valid state must stay, got active %v, next %s, clusters %v", bad.Active, bad.NextStartTime.UTC(), bad.MatchingClusters)
+	}
+	ready = meta.FindStatusCondition(bad.Conditions, fleet.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonInvalidSchedule || ready.Message == "" ||
+		!ready.LastTransitionTime.Time.Equal(later) {
+		t.Errorf("invalid: Ready %+v", ready)
+	}
+
+	// A status Rancher Fleet wrote (wrangler conditions) becomes one valid
+	// Ready condition.
+	rancher := s.DeepCopy()
+	rancher.Spec.Schedule = "0 0 12 * * *"
+	rancher.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}, {Type: "Reconciling", Status: metav1.ConditionFalse}}
+	conds := ComputeStatus(rancher, Evaluate(rancher, clusters, nil, later), later).Conditions
+	if len(conds) != 1 || conds[0].Type != fleet.ConditionReady || conds[0].Reason != ReasonValid || !conds[0].LastTransitionTime.Time.Equal(later) {
+		t.Errorf("from Rancher's conditions: %+v", conds)
+	}
+
+	// Unchanged, the condition keeps its transition time.
+	s.Status = bad
+	again := ComputeStatus(s, Evaluate(s, clusters, nil, later.Add(time.Minute)), later.Add(time.Minute))
+	if !reflect.DeepEqual(again, bad) {
+		t.Errorf("recomputing an unchanged invalid Schedule changed its status:\n%+v\n%+v", again, bad)
+	}
+}
