@@ -33,10 +33,10 @@ served over HTTP with a GitRepo deploying it to both clusters.`,
 		Short: "Build, start (or resume) the local fleet and wait until every bundle is Ready",
 		Long: `up builds bin/fleet, bin/fleet-controller and bin/fleet-agent (and kube-apiserver + etcd into
 bin/controlplane on first use; when KUBEBUILDER_ASSETS is set they are taken from there, and up
-stops if they are missing),
-starts three control planes, the manager and two agents, registers one cluster agent-initiated
-(env=dev) and one manager-initiated (env=prod), serves the example repository over HTTP and
-creates a GitRepo for it, then shows progress until every bundle is Ready on both clusters.
+stops if they are missing), starts three control planes, the manager and two agents, registers
+one cluster agent-initiated (env=dev) and one manager-initiated (env=prod), serves the example
+repository over HTTP and creates a GitRepo for it, then shows progress until every bundle is
+Ready on both clusters.
 It keeps running until Ctrl-C, which stops everything and keeps the state for the next run;
 with --exit-when-ready it stops everything (keeping the state) as soon as every bundle is Ready.
 A state folder that exists is resumed: the same clusters, credentials and registrations.`,
