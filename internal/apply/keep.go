@@ -44,9 +44,9 @@ const maxKeepShown = 5
 // the Bundles get keepResources here, and deletion waits until every
 // BundleDeployment has it in its options and the agent has deployed them
 // (or nothing was ever deployed). It returns what is still waited for, ""
-// when the Bundles may be deleted. An unreachable cluster or a paused or
-// rejected Bundle keeps the owner until that changes, or keepResources is
-// unset.
+// when the Bundles may be deleted. An unreachable cluster, a cluster off
+// schedule (outside its Schedule's windows) or a paused or rejected Bundle
+// keeps the owner until that changes, or keepResources is unset.
 func KeepBeforeDelete(ctx context.Context, c client.Client, namespace string, owned labels.Selector) (string, error) {
 	var bundles fleet.BundleList
 	if err := c.List(ctx, &bundles, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: owned}); err != nil {
@@ -90,14 +90,23 @@ func KeepBeforeDelete(ctx context.Context, c client.Client, namespace string, ow
 	for i := range bds.Items {
 		bd := &bds.Items[i]
 		if !KeepDeployed(bd) {
-			what := "not deployed by its agent yet"
-			if bd.Spec.Paused {
-				what = "paused"
-			}
-			waiting = append(waiting, fmt.Sprintf("deployment %s/%s: %s", bd.Namespace, bd.Name, what))
+			waiting = append(waiting, fmt.Sprintf("deployment %s/%s: %s", bd.Namespace, bd.Name, keepHeldBy(bd)))
 		}
 	}
 	return keepMessage(waiting), nil
+}
+
+// keepHeldBy says why the agent has not deployed bd's keepResources yet:
+// a paused deployment and one of a cluster outside its Schedule's windows
+// are held back by the agent until that changes.
+func keepHeldBy(bd *fleet.BundleDeployment) string {
+	switch {
+	case bd.Spec.Paused:
+		return "paused"
+	case bd.Spec.OffSchedule:
+		return "off schedule (its cluster's agent deploys it when a Schedule window opens)"
+	}
+	return "not deployed by its agent yet"
 }
 
 // KeepDeployed says whether deleting bd leaves its objects: its options

@@ -394,3 +394,42 @@ func (r *Reconciler) writeValues(ctx context.Context, b *fleet.Bundle, bd *fleet
 	}
 	return ValuesHash(cur), nil
 }
+
+// holdOffSchedule adds to keep the deployments no longer targeted whose
+// cluster is off schedule now: deleting one would make that cluster's agent
+// uninstall the release outside its maintenance window. As in Fleet they
+// go once a window opens (the Cluster's flip requeues every bundle with a
+// deployment there, see enqueueForCluster) or with their Bundle (finalize
+// deletes them all). The deployment's own spec.offSchedule cannot tell: it
+// is no longer refreshed once the cluster is not targeted.
+func (r *Reconciler) holdOffSchedule(ctx context.Context, existing map[string]*fleet.BundleDeployment, keep map[string]bool) error {
+	for ns := range existing {
+		if keep[ns] {
+			continue
+		}
+		off, err := r.namespaceOffSchedule(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if off {
+			keep[ns] = true
+		}
+	}
+	return nil
+}
+
+// namespaceOffSchedule reports whether the cluster whose namespace is ns
+// is off schedule, from the cache; false when no cluster has it (deleted).
+func (r *Reconciler) namespaceOffSchedule(ctx context.Context, ns string) (bool, error) {
+	clusters := &fleet.ClusterList{}
+	// Only read: no copies.
+	if err := r.List(ctx, clusters, client.MatchingFields{IndexClusterNamespace: ns}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("reading the cluster of namespace %s: %w", ns, err)
+	}
+	for i := range clusters.Items {
+		if OffSchedule(&clusters.Items[i]) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

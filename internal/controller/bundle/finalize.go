@@ -6,6 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,11 +59,12 @@ func (r *Reconciler) gone(ctx context.Context, key types.NamespacedName) (ctrl.R
 // being what the API server now has under that name (nil: nothing).
 //
 // Only when the name is free is everything left under it the old Bundle's.
-// A live Bundle of this shard under the name is one created again that
-// the cache does not show yet: what carries the name may already be its
-// own, so nothing is deleted and the name is looked at again. One of
-// another shard has moved there with its GitRepo, whose shard adopts the
-// deployments (putDeployment).
+// A live Bundle this shard's cache selects (inShard) under the name is one
+// created again that the cache does not show yet: what carries the name
+// may already be its own, so nothing is deleted and the name is looked at
+// again. One of another shard (or of none) is left alone, nothing deleted
+// and nothing requeued: when it has moved there with its GitRepo, that
+// shard adopts the deployments (putDeployment).
 func (r *Reconciler) orphaned(ctx context.Context, key types.NamespacedName, live *metav1.PartialObjectMetadata) (ctrl.Result, error) {
 	switch {
 	case live == nil:
@@ -70,11 +73,30 @@ func (r *Reconciler) orphaned(ctx context.Context, key types.NamespacedName, liv
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.deleteValuesSecret(ctx, key, "")
-	case live.GetLabels()[fleet.ShardLabel] != r.Opts.ShardID:
+	case !inShard(live.GetLabels(), r.Opts.ShardID):
 		return ctrl.Result{}, nil
 	default:
 		return ctrl.Result{RequeueAfter: jitter(replacedRetry)}, nil
 	}
+}
+
+// inShard reports whether labels put a Bundle in the cache of shard id,
+// with the selector the manager's cache uses (manager.ShardSelector, which
+// imports this package): labelled with id, or, for the unsharded replica,
+// not labelled at all. A Bundle whose shard label is empty is no replica's:
+// read as the unsharded replica's, it would be looked at again forever,
+// never to show up in the cache.
+func inShard(lbls map[string]string, id string) bool {
+	op, vals := selection.Equals, []string{id}
+	if id == "" {
+		op, vals = selection.DoesNotExist, nil
+	}
+	req, err := labels.NewRequirement(fleet.ShardLabel, op, vals)
+	if err != nil {
+		// An id no label can carry: no Bundle is in its cache.
+		return false
+	}
+	return labels.NewSelector().Add(*req).Matches(labels.Set(lbls))
 }
 
 // forgetBundle drops everything the reconciler remembers of a Bundle it no

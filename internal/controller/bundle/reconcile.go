@@ -260,7 +260,9 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 		})
 	}
 	_ = g.Wait()
-	if _, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, keep); err != nil {
+	if err := r.holdOffSchedule(ctx, existing, keep); err != nil {
+		errs = append(errs, err)
+	} else if _, err := r.deleteDeployments(ctx, b.Namespace+"/"+b.Name, keep); err != nil {
 		errs = append(errs, err)
 	}
 	prevObserved := b.Status.ObservedGeneration

@@ -145,3 +145,71 @@ func TestOffScheduleDeploymentWaitsApplied(t *testing.T) {
 		return nil
 	})
 }
+
+// As in Fleet, a deployment no longer targeted stays while its cluster is
+// off schedule (deleting it would make the agent uninstall outside the
+// window) and goes when a window opens; deleting the Bundle deletes it at
+// once.
+func TestOffScheduleHoldsUntargetedDeployment(t *testing.T) {
+	ctx := context.Background()
+	ws := "ws-sched-untarget"
+	createNamespace(t, ctx, ws, nil)
+	lbls := map[string]string{"sched": "untarget"}
+	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
+	newCluster(t, ctx, ws, "free", lbls, time.Second)
+	setSchedule(t, ctx, win, true, false)
+
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-untarget"}}
+	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
+	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
+	must(t, env.Client.Create(ctx, b))
+	other := b.DeepCopy()
+	other.Name, other.ResourceVersion = "sched-untarget-deleted", ""
+	must(t, env.Client.Create(ctx, other))
+	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": true, "free": false})
+	expectOffSchedule(t, ctx, ws, other.Name, map[string]bool{"win": true, "free": false})
+
+	// Neither cluster is targeted any more: only the unscheduled one's
+	// deployment goes.
+	update(t, ctx, b, false, func() {
+		b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"sched": "none"}}}}
+	})
+	onlyWin := func() error {
+		bds, err := bundleDeployments(ctx, ws, b.Name)
+		if err != nil {
+			return err
+		}
+		if got := sortedKeys(bds); len(got) != 1 || got[0] != "win" {
+			return fmt.Errorf("deployments for %v, want [win]", got)
+		}
+		return nil
+	}
+	eventually(t, 60*time.Second, onlyWin)
+	consistently(t, 10*time.Second, onlyWin)
+
+	// Deleting a Bundle removes its deployments on or off schedule.
+	must(t, env.Client.Delete(ctx, other))
+	eventually(t, 60*time.Second, func() error {
+		bds, err := bundleDeployments(ctx, ws, other.Name)
+		if err != nil {
+			return err
+		}
+		if len(bds) > 0 {
+			return fmt.Errorf("deleted bundle still has deployments for %v", sortedKeys(bds))
+		}
+		return nil
+	})
+
+	setSchedule(t, ctx, win, true, true) // the window opens
+	// Well below the 30-minute resync: only the Cluster event can do it.
+	eventually(t, 60*time.Second, func() error {
+		bds, err := bundleDeployments(ctx, ws, b.Name)
+		if err != nil {
+			return err
+		}
+		if len(bds) > 0 {
+			return fmt.Errorf("deployments for %v remain in the window", sortedKeys(bds))
+		}
+		return nil
+	})
+}
