@@ -153,14 +153,21 @@ func (h *handler) clock() time.Time {
 // first (resourceVersion 0: no etcd read), which is never older than the
 // watch the agent saw the deployment on when both go to the same API
 // server. If that copy is missing or does not reference the Content
-// (another API server replica, lagging behind), it reads etcd.
+// (another API server replica, lagging behind), it reads etcd. Both reads
+// hold one slot of liveSlots, so the etcd read is never refused a slot
+// after the watch cache's was served.
 func (h *handler) liveReferences(ctx context.Context, key types.NamespacedName, name string) (bool, error) {
+	release, err := h.liveSlots.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer release()
 	// etcd decides when the watch cache does not: with several API
 	// servers the agent may have seen the deployment through another one
 	// (coalesced and remembered as a miss by liveCheck, so a bogus name
 	// costs one such read per miss period).
 	for _, rv := range []string{"0", ""} {
-		ok, err := deploymentReferences(ctx, h.liveReads(), key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
+		ok, err := deploymentReferences(ctx, h.live, key, name, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: rv}})
 		if err != nil || ok {
 			return ok, err
 		}

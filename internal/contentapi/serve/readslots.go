@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -26,24 +27,41 @@ import (
 // their writes. maxLiveReads keeps the content API's share of that level
 // small; a read is a single GET or LIST of one namespace, which the API
 // server answers in milliseconds, so 32 slots pass thousands of reads a
-// second. The wait for a slot is the shared read's, so it is bounded by
-// liveSlotWait, not by any one request (which leaves at its own end, as
-// shared says). A read that finds no free slot within liveSlotWait is not
-// queued further: its requests are answered 429 with Retry-After, which
-// the agent's client retries by itself (client-go retries a 429 that
-// carries Retry-After, up to 10 times), then the agent's reconciler with
-// backoff.
+// second.
+//
+// Content reads have a pool of their own (handler.contentSlots): in a
+// rollout thousands of agents wait on one shared Content read, so the
+// misses of deployments, one per agent ahead of the manager's watch, must
+// not starve it. Their number is bounded anyway by the distinct Contents
+// deployments name.
+//
+// A read waits for a slot at most liveSlotWait: enough to absorb a burst
+// while the API server answers in milliseconds, short because every
+// request waiting on the read holds a seat of the API server's priority
+// and fairness (the aggregation layer proxies it) all that time. A read
+// that finds no slot is not queued further: its requests are answered 429
+// with a Retry-After drawn from busyRetryMin to busyRetryMax seconds, so
+// that the waiters of one read, answered at once, do not come back at
+// once. The agent's client retries it by itself (client-go retries a 429
+// that carries Retry-After, up to 10 times, after that many seconds), then
+// the agent's reconciler with backoff.
 const (
-	maxLiveReads     = 32
-	liveSlotWait     = 2 * time.Second
-	busyRetrySeconds = 1
+	maxLiveReads = 32
+	liveSlotWait = 100 * time.Millisecond
+	busyRetryMin = 1
+	busyRetryMax = 5
 )
 
-// errLiveReadsBusy is the answer to a request whose read found no slot:
-// 429 with Retry-After, as the API server's own priority and fairness
-// answers when it is saturated.
-var errLiveReadsBusy = apierrors.NewTooManyRequests(
-	"the content API has as many reads of the API server in flight as it allows; retry", busyRetrySeconds)
+// errLiveReadsBusy is the error of a read that found no slot; busyOr
+// answers it 429.
+var errLiveReadsBusy = errors.New("the content API has as many reads of the API server in flight as it allows")
+
+// tooBusy is the answer of a request that cannot be served now because the
+// content API or the API server behind it is saturated: 429 with a random
+// Retry-After, as the API server's own priority and fairness answers.
+func tooBusy(why string) error {
+	return apierrors.NewTooManyRequests(why+"; retry", busyRetryMin+rand.IntN(busyRetryMax-busyRetryMin+1))
+}
 
 // readSlots is a semaphore of size slots (0: maxLiveReads), made on first
 // use so that a handler's zero value has one.
@@ -105,14 +123,26 @@ func (c cappedReader) List(ctx context.Context, list client.ObjectList, opts ...
 	return c.r.List(ctx, list, opts...)
 }
 
-// busyOr is err as the content API answers it: errLiveReadsBusy as it is
-// (429, retryable), anything else an internal error about what.
+// busyOr is err as the content API answers it: 429 (tooBusy) when no slot
+// was free, or when the API server was saturated or too slow (its own 429
+// or timeout, which the manager's client has already retried, or the
+// shared read's deadline): the agent's client retries those. Anything else
+// is an internal error about what.
 func busyOr(what string, err error) error {
-	if errors.Is(err, errLiveReadsBusy) {
-		return errLiveReadsBusy
+	switch {
+	case errors.Is(err, errLiveReadsBusy):
+		return tooBusy(errLiveReadsBusy.Error())
+	case apierrors.IsTooManyRequests(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return tooBusy(fmt.Sprintf("%s: the API server is busy: %v", what, err))
 	}
 	return apierrors.NewInternalError(fmt.Errorf("%s: %w", what, err))
 }
 
 // liveReads is h.live with its reads capped by h.liveSlots.
 func (h *handler) liveReads() client.Reader { return cappedReader{r: h.live, slots: &h.liveSlots} }
+
+// contentReads is h.live with its reads capped by h.contentSlots.
+func (h *handler) contentReads() client.Reader {
+	return cappedReader{r: h.live, slots: &h.contentSlots}
+}

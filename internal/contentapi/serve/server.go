@@ -79,10 +79,13 @@ type handler struct {
 	liveFlight singleflight.Group
 	misses     missCache
 	lists      listCache
-	// liveSlots caps the reads of live in flight at once, those of
-	// liveFlight and contents alike (see maxLiveReads); its zero value
-	// has maxLiveReads slots.
-	liveSlots readSlots
+	// liveSlots caps the reads of live in flight at once for liveFlight,
+	// contentSlots those for contents: a pool each, so that misses of
+	// deployments cannot starve the Content read a rollout's agents all
+	// wait on (see maxLiveReads). Their zero values have maxLiveReads
+	// slots.
+	liveSlots    readSlots
+	contentSlots readSlots
 	// now is the clock of misses and lists (nil: time.Now; tests set it).
 	now func() time.Time
 }
@@ -272,7 +275,7 @@ func (h *handler) get(ctx context.Context, ns, name, bdName string) (*contentapi
 	if !ok {
 		return nil, notFound
 	}
-	c, err := h.contents.get(ctx, h.liveReads(), name)
+	c, err := h.contents.get(ctx, h.contentReads(), name)
 	if apierrors.IsNotFound(err) {
 		return nil, notFound
 	}
