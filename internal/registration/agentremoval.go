@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,10 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/register"
 )
+
+// agentStopRecheck is how often a removal waiting for the agent's pods to
+// stop looks again: nothing watches them.
+const agentStopRecheck = 5 * time.Second
 
 // Reasons of the removal of the agent the manager installed, which only
 // Options.LocalAgentDisabled asks for (disableLocalAgent): an agent is
@@ -73,49 +78,115 @@ func agentClientID(cm *corev1.ConfigMap) string {
 }
 
 // removeAgentIn deletes from ns downstream the agent objects the manager
-// made (madeByManager) for cluster, and the credential that agent stored
-// (agentCredentialOf), Deployment first so that the old agent stops
-// before its configuration goes, and the ConfigMap last: it is what tells
-// a retry whose agent this was. It leaves ns alone when its ConfigMap
-// fleet-agent names another clientID: another Cluster's agent lives there
-// now. The namespace itself stays, and so does everything else the
-// manager did not make, and the PriorityClass, which is one for the whole
-// cluster. Upstream nothing changes: the old credential is revoked once
-// an agent installed again registers.
-func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string) (removed bool, err error) {
+// made (madeByManager) for cluster, Deployment first so that the old
+// agent stops before its configuration goes, and the ConfigMap last: it
+// is what tells a retry whose agent this was. It leaves ns alone when its
+// ConfigMap fleet-agent names another clientID: another Cluster's agent
+// lives there now.
+//
+// The agent's credential (agentCredentialOf) goes only when that
+// ConfigMap is the manager's, i.e. when the agent removed is the
+// manager's own, and only once that agent's pods are gone (agentLeftIn):
+// a pod still stopping may renew or store it again, and nothing would
+// look at it after this removal. Until then stopping is true, and nothing
+// but the Deployment has been deleted.
+//
+// The namespace itself stays, and so does everything else the manager did
+// not make, and the PriorityClass, which is one for the whole cluster.
+// Upstream nothing changes: the old credential is revoked once an agent
+// installed again registers.
+func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string) (removed, stopping bool, err error) {
 	cm := &corev1.ConfigMap{}
 	err = down.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentConfigMapName}, cm)
 	switch {
 	case err == nil && agentClientID(cm) != cluster.Spec.ClientID:
 		ctrl.LoggerFrom(ctx).Info("not removing the agent of another cluster", "namespace", ns)
-		return false, nil
+		return false, false, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
+		return false, false, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
 	}
-	// The ServiceAccount is applied with no field the API server tracks,
-	// so its managedFields never name the manager: the ConfigMap applied
-	// with it does.
-	saMade := madeByManager
-	if err == nil && madeByManager(cm) {
-		saMade = func(client.Object) bool { return true }
+	mine := err == nil && madeByManager(cm)
+	objs := agentObjectsIn(ns)
+	removed, err = deleteIf(ctx, down, objs[0], madeByManager)
+	if err != nil {
+		return removed, false, err
 	}
-	for _, obj := range agentObjectsIn(ns) {
+	credential := func(client.Object) bool { return false }
+	if mine {
+		left, err := agentLeftIn(ctx, down, ns)
+		switch {
+		case err != nil:
+			return removed, false, err
+		case left == agentStopping:
+			return removed, true, nil
+		case left == agentGone:
+			credential = agentCredentialOf(cluster)
+		}
+	}
+	for _, obj := range objs[1:] {
 		made := madeByManager
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			made = saMade
+			// Applied with no field the API server tracks, so its
+			// managedFields never name the manager: the ConfigMap
+			// applied with it does.
+			if mine {
+				made = func(client.Object) bool { return true }
+			}
 		case *corev1.Secret:
 			if o.Name == register.AgentSecretName {
-				made = agentCredentialOf(cluster)
+				made = credential
 			}
 		}
 		deleted, err := deleteIf(ctx, down, obj, made)
 		if err != nil {
-			return removed, err
+			return removed, false, err
 		}
 		removed = removed || deleted
 	}
-	return removed, nil
+	return removed, false, nil
+}
+
+// agentLeft is what is left in a namespace of an agent whose Deployment
+// the manager deleted.
+type agentLeft int
+
+const (
+	// agentGone: no Deployment fleet-agent, and none of its ReplicaSets
+	// or pods (label app=fleet-agent), is left.
+	agentGone agentLeft = iota
+	// agentStopping: the Deployment is being deleted, or its ReplicaSets
+	// or pods still are (the garbage collector deletes them after the
+	// Deployment, and pods take their grace period to stop).
+	agentStopping
+	// agentRunning: a Deployment fleet-agent the manager did not make
+	// runs there, with the credential it uses.
+	agentRunning
+)
+
+// agentLeftIn says what is left of the agent in ns. With no
+// kube-controller-manager (as in envtest) a Deployment has neither
+// ReplicaSets nor pods, and the agent is gone once it is deleted.
+func agentLeftIn(ctx context.Context, down client.Client, ns string) (agentLeft, error) {
+	dep := &appsv1.Deployment{}
+	err := down.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleet-agent"}, dep)
+	switch {
+	case err == nil && dep.DeletionTimestamp.IsZero():
+		return agentRunning, nil
+	case err == nil:
+		return agentStopping, nil
+	case !apierrors.IsNotFound(err):
+		return 0, fmt.Errorf("reading Deployment %s/fleet-agent: %w", ns, err)
+	}
+	for _, list := range []client.ObjectList{&appsv1.ReplicaSetList{}, &corev1.PodList{}} {
+		if err := down.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "fleet-agent"}, client.Limit(1)); err != nil {
+			return 0, fmt.Errorf("listing the agent's %T in %s: %w", list, ns, err)
+		}
+		if meta.LenList(list) > 0 {
+			return agentStopping, nil
+		}
+	}
+	return agentGone, nil
 }
 
 // agentObjectsIn are the objects AgentObjects makes for an agent in ns,
@@ -197,20 +268,28 @@ func deleteIf(ctx context.Context, down client.Client, obj client.Object, made f
 
 // removeAgents removes every agent the manager installed for cluster
 // downstream (agentNamespaces, with its agent namespace now), and clears
-// status.agentDeployedNamespace once they are gone. A failure says so on
-// the Cluster (Imported=False, reason AgentRemovalFailed, and a Warning
-// Event when the message is new), and status.agentDeployedNamespace keeps
-// naming a namespace still to be cleaned, so that the returned error's
-// retry tries again.
-func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) error {
+// status.agentDeployedNamespace once they are gone. While the pods of one
+// are still stopping (removeAgentIn) it returns that namespace, recorded
+// in status.agentDeployedNamespace so that the next pass goes on there. A
+// failure says so on the Cluster (Imported=False, reason
+// AgentRemovalFailed, and a Warning Event when the message is new), and
+// status.agentDeployedNamespace keeps naming a namespace still to be
+// cleaned, so that the returned error's retry tries again.
+func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) (stopping string, err error) {
 	for _, ns := range agentNamespaces(ctx, down, cluster, r.agentNamespace(cluster)) {
-		removed, err := removeAgentIn(ctx, down, cluster, ns)
-		if err != nil {
+		removed, waiting, err := removeAgentIn(ctx, down, cluster, ns)
+		if err != nil || waiting {
 			// Recorded, so that the retry finds it whatever else changes.
 			cluster.Status.AgentDeployedNamespace = ns
+		}
+		if err != nil {
 			err = fmt.Errorf("removing the agent the manager installed in namespace %s: %w", ns, err)
 			r.reportRemovalFailure(ctx, cluster, err)
-			return err
+			return "", err
+		}
+		if waiting {
+			ctrl.LoggerFrom(ctx).Info("waiting for the pods of the agent installed before to stop", "namespace", ns)
+			return ns, nil
 		}
 		if removed {
 			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns)
@@ -218,7 +297,7 @@ func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Clu
 		}
 	}
 	cluster.Status.AgentDeployedNamespace = ""
-	return nil
+	return "", nil
 }
 
 // reportRemovalFailure shows on cluster that its agent could not be

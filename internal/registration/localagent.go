@@ -43,7 +43,9 @@ func agentRecorded(cluster *fleet.Cluster) bool {
 
 // disableLocalAgent keeps the local cluster without an agent: none is
 // installed, and the one the manager installed before is removed
-// (removeAgents), but only when the kubeconfig Secret reaches the
+// (removeAgents, which may have to wait for its pods to stop: the
+// Cluster is looked at again every agentStopRecheck meanwhile), but only
+// when the kubeconfig Secret reaches the
 // manager's own cluster: both kube-system namespaces have the same UID,
 // as Rancher Fleet checks. The Cluster, its namespace
 // and its BundleDeployments stay; Imported=False says why nothing is
@@ -72,8 +74,14 @@ func (r *ClusterReconciler) disableLocalAgent(ctx context.Context, cluster *flee
 			"bootstrap.localAgentDisabled is set, but the kubeconfig Secret of this Cluster reaches a cluster whose kube-system namespace is not the management cluster's: its agent is left alone")
 		return ctrl.Result{}, nil
 	}
-	if err := r.removeAgents(ctx, cluster, down); err != nil {
+	stopping, err := r.removeAgents(ctx, cluster, down)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if stopping != "" {
+		r.markLocalAgent(ctx, cluster, ReasonLocalAgentDisabled, corev1.EventTypeNormal, fmt.Sprintf(
+			"bootstrap.localAgentDisabled is set: the manager installs no agent on the local cluster, and is removing the one it had installed in namespace %s, whose pods are still stopping; its bundles are not deployed", stopping))
+		return ctrl.Result{RequeueAfter: jitter(agentStopRecheck)}, nil
 	}
 	cluster.Status.AgentConfigHash = ""
 	cluster.Status.AgentDeployedGeneration = nil

@@ -2,7 +2,9 @@ package registration_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,12 +33,16 @@ const localOffNamespace = "local-off"
 //   - disabled from the start, no agent is installed; the Cluster stays,
 //     with Imported=False and an Event saying why;
 //   - enabled, the agent is installed, and registers; disabled again, the
-//     objects the manager made and the credential the agent stored are
-//     removed from up, the rest of the namespace (a user's ConfigMap and
-//     Secret) stays, and another imported Cluster of the namespace keeps
-//     its agent;
+//     Deployment goes first, and while a pod of the agent is left the
+//     rest stays (the Cluster says it waits); once it is gone the objects
+//     the manager made and the credential the agent stored are removed
+//     from up, the rest of the namespace (a user's ConfigMap and Secret)
+//     stays, another imported Cluster of the namespace keeps its agent,
+//     and so does an agent of this Cluster the manager did not install
+//     (foreignAgent), credential included;
 //   - enabled again, the agent installed anew registers with its
-//     bootstrap token and checks in;
+//     bootstrap token and checks in; disabled again, a Secret fleet-agent
+//     there naming another Cluster stays;
 //   - Cluster "local" pointed at another cluster (down[0]), whose
 //     kube-system UID is not the management cluster's: its agent is left
 //     alone, and the Cluster says so.
@@ -85,16 +91,30 @@ func TestLocalAgentDisabled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	foreign := foreignAgent(t, local, "local-off-foreign")
+	// envtest runs no kube-controller-manager: this pod stands for the
+	// one the agent's Deployment would run.
+	pod := agentPod(t, agentNS)
 
 	stop = withLocalAgent(true)
-	eventually(t, "local agent removed", func() error {
+	eventually(t, "local agent's Deployment removed", func() error {
 		err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "fleet-agent"}, &appsv1.Deployment{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("local agent deployment: %v", err)
 		}
 		return nil
 	})
-	c := waitLocalAgentOff(t, local, registration.ReasonLocalAgentDisabled)
+	waitLocalAgentMessage(t, local, "still stopping")
+	for _, o := range []client.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.AgentSecretName, Namespace: agentNS}}} {
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Errorf("local agent's %T %s while its pod is left: want it kept, got %v", o, client.ObjectKeyFromObject(o), err)
+		}
+	}
+	if err := up.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	c := waitLocalAgentMessage(t, local, "removed the one it had installed")
 	if c.Status.AgentDeployedNamespace != "" || c.Status.AgentConfigHash != "" || c.Status.AgentDeployedGeneration != nil || c.Status.Namespace == "" {
 		t.Errorf("status after the removal: agentDeployedNamespace %q, agentConfigHash %q, agentDeployedGeneration %v, namespace %q",
 			c.Status.AgentDeployedNamespace, c.Status.AgentConfigHash, c.Status.AgentDeployedGeneration, c.Status.Namespace)
@@ -106,7 +126,7 @@ func TestLocalAgentDisabled(t *testing.T) {
 			t.Errorf("local agent's %T %s: want it deleted, got %v", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
-	for _, o := range []client.Object{mine, mySecret, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}} {
+	for _, o := range append([]client.Object{mine, mySecret, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}}}, foreign...) {
 		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			t.Errorf("%T %s the manager did not make: %v", o, client.ObjectKeyFromObject(o), err)
 		}
@@ -128,16 +148,18 @@ func TestLocalAgentDisabled(t *testing.T) {
 	stopAgent()
 	stop()
 	// Disabled again before the move below, which a recorded agent would
-	// refuse.
+	// refuse. A Secret fleet-agent naming another Cluster is not this
+	// agent's credential: it stays.
+	renamed := renameCredential(t, agentNS, other.Name)
 	stop = withLocalAgent(true)
-	waitLocalAgentOff(t, local, registration.ReasonLocalAgentDisabled)
-	eventually(t, "local agent removed again", func() error {
-		err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.AgentSecretName}, &corev1.Secret{})
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("local agent's credential: %v", err)
-		}
-		return nil
-	})
+	waitLocalAgentMessage(t, local, "removed the one it had installed")
+	err := up.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "fleet-agent"}, &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("local agent's ConfigMap after the second removal: %v", err)
+	}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(renamed), renamed); err != nil {
+		t.Errorf("Secret fleet-agent naming Cluster %s: want it kept, got %v", other.Name, err)
+	}
 	stop()
 
 	editCluster(t, local, func(s *fleet.ClusterSpec) { s.KubeConfigSecret = "elsewhere-kubeconfig" })
@@ -227,4 +249,92 @@ func startLocalOffManager(t *testing.T, opts registration.Options) (stop func())
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// foreignAgent creates in ns of up an agent for cluster that the manager
+// did not install, as a Helm release of Rancher Fleet's fleet-agent chart
+// would leave it: its ConfigMap fleet-agent names the Cluster's clientID
+// (so the removal looks at ns), its Deployment runs, and its credential
+// names the Cluster. It returns them, all of which must stay.
+func foreignAgent(t *testing.T, cluster *fleet.Cluster, ns string) []client.Object {
+	t.Helper()
+	ctx := context.Background()
+	c := &fleet.Cluster{}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(registration.AgentConfig{ClientID: c.Spec.ClientID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := map[string]string{registration.AgentManagedByLabel: "Helm"}
+	labels := map[string]string{"app": "fleet-agent"}
+	om := func(name string, l map[string]string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ConfigMap{ObjectMeta: om("fleet-agent", helm), Data: map[string]string{"config": string(cfg)}},
+		&appsv1.Deployment{ObjectMeta: om("fleet-agent", helm), Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent"}}}},
+		}},
+		&corev1.Secret{ObjectMeta: om(register.AgentSecretName, nil), Data: map[string][]byte{
+			register.KeyKubeconfig: []byte("apiVersion: v1\nkind: Config\n"), register.KeyClusterNamespace: []byte(c.Namespace),
+			register.KeyClusterName: []byte(c.Name)}},
+	}
+	for _, o := range objs {
+		if err := up.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return objs
+}
+
+// agentPod creates in ns of up a pod as the agent's Deployment would
+// run it (label app=fleet-agent).
+func agentPod(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-stopping", Namespace: ns, Labels: map[string]string{"app": "fleet-agent"}},
+		Spec: corev1.PodSpec{ServiceAccountName: "fleet-agent", AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent"}}}}
+	if err := up.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// renameCredential makes the credential Secret fleet-agent in ns of up
+// name Cluster name of localOffNamespace, and returns it.
+func renameCredential(t *testing.T, ns, name string) *corev1.Secret {
+	t.Helper()
+	cred := &corev1.Secret{}
+	if err := up.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: register.AgentSecretName}, cred); err != nil {
+		t.Fatal(err)
+	}
+	cred.Data[register.KeyClusterName] = []byte(name)
+	if err := up.Client.Update(context.Background(), cred); err != nil {
+		t.Fatal(err)
+	}
+	return cred
+}
+
+// waitLocalAgentMessage waits for Imported=False with reason
+// LocalAgentDisabled and a message containing part on cluster, and
+// returns it.
+func waitLocalAgentMessage(t *testing.T, cluster *fleet.Cluster, part string) *fleet.Cluster {
+	t.Helper()
+	c := &fleet.Cluster{}
+	eventually(t, "Imported=False LocalAgentDisabled, "+part, func() error {
+		if err := up.Client.Get(context.Background(), client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionImported)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != registration.ReasonLocalAgentDisabled || !strings.Contains(cond.Message, part) {
+			return fmt.Errorf("imported condition %+v", cond)
+		}
+		return nil
+	})
+	return c
 }
