@@ -147,5 +147,5 @@ func stoppedNotice(opts devenv.Options, what string) string {
 	if opts.DownRequested() {
 		return what + "; `fleet dev down` is removing the state folder."
 	}
-	return what + "; the state is kept: " + devenv.ResumeHint + "."
+	return what + "; the state is kept: " + opts.ResumeHint() + "."
 }

@@ -58,7 +58,7 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.RESTConfig()
 			if err != nil {
-				return fmt.Errorf("loading kubeconfig of the manager cluster: %w", err)
+				return err
 			}
 			c, err := g.Client()
 			if err != nil {

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,14 +35,38 @@ type Globals struct {
 }
 
 // RESTConfig loads the kubeconfig from --kubeconfig, $KUBECONFIG or
-// ~/.kube/config.
+// ~/.kube/config. Every command that connects goes through here, so that
+// all of them explain a missing kubeconfig the same way.
 func (g *Globals) RESTConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if g.Kubeconfig != "" {
 		rules.ExplicitPath = g.Kubeconfig
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.Context}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, explainKubeconfigError(err)
+	}
+	return cfg, nil
+}
+
+// explainKubeconfigError replaces client-go's "no configuration has been
+// provided, try setting KUBERNETES_MASTER" (a variable this CLI does not
+// read) with the ways this CLI takes a kubeconfig, including the
+// quickstart's; any other error is said to come from the kubeconfig.
+func explainKubeconfigError(err error) error {
+	if !clientcmd.IsEmptyConfig(err) {
+		return fmt.Errorf("loading the kubeconfig of the manager cluster: %w", err)
+	}
+	why := "neither is set and ~/.kube/config does not exist"
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		// client-go skips files of KUBECONFIG that do not exist: a
+		// relative path exported in another directory, say.
+		why = fmt.Sprintf("KUBECONFIG=%s names no existing file", env)
+	}
+	return errors.New("no kubeconfig for the manager cluster: pass --kubeconfig (-k) or set KUBECONFIG " +
+		"(" + why + "). For the quickstart (`make quickstart`) it is " +
+		".fleet-dev/upstream/kubeconfig in the repository: bin/fleet status -k .fleet-dev/upstream/kubeconfig -n fleet-default")
 }
 
 // Client returns a client for the manager cluster.

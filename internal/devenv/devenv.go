@@ -103,9 +103,27 @@ type Env struct {
 	resumed bool
 }
 
-// ResumeHint is how to start a kept state folder again. bin/fleet is what
-// the quickstart builds; `fleet` alone is usually not on PATH.
-const ResumeHint = "`bin/fleet dev up` (or `make quickstart`) resumes it, `bin/fleet dev down` removes it"
+// ResumeHint is how to start the kept state folder again. bin/fleet is what
+// the quickstart builds; `fleet` alone is usually not on PATH. A folder
+// other than the default must be named again with --state-dir, and `make
+// quickstart` cannot: a plain `bin/fleet dev up` would resume (or create)
+// the default one instead.
+func (o Options) ResumeHint() string {
+	if err := o.defaults(); err != nil || o.StateDir == filepath.Join(o.RepoRoot, ".fleet-dev") {
+		return "`bin/fleet dev up` (or `make quickstart`) resumes it, `bin/fleet dev down` removes it"
+	}
+	flag := "--state-dir " + shellQuote(o.StateDir)
+	return "`bin/fleet dev up " + flag + "` resumes it, `bin/fleet dev down " + flag + "` removes it"
+}
+
+// shellQuote quotes a path for a command to copy and paste when it holds
+// anything a shell would split or expand.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // errAlreadyRunning: another `fleet dev up` owns the state folder. Retrying
 // or resuming does not help until that one stops.
@@ -189,7 +207,7 @@ func Up(ctx context.Context, opts Options) (env *Env, err error) {
 		if err != nil && !errors.Is(err, errAlreadyRunning) {
 			e.Stop()
 			if !opts.DownRequested() {
-				err = fmt.Errorf("%w\n\nThe state is kept in %s: %s", err, opts.StateDir, ResumeHint)
+				err = fmt.Errorf("%w\n\nThe state is kept in %s: %s", err, opts.StateDir, opts.ResumeHint())
 			}
 		}
 	}()

@@ -17,7 +17,7 @@ import (
 // is running"/"Ctrl-C stops" promise and name how to resume with a command
 // that exists (bin/fleet, not a `fleet` on PATH).
 func TestGuideWhenExitingSaysItStopped(t *testing.T) {
-	e := &Env{opts: Options{StateDir: "/x/.fleet-dev", PollingInterval: 5 * time.Second}}
+	e := &Env{opts: Options{RepoRoot: "/x", StateDir: "/x/.fleet-dev", PollingInterval: 5 * time.Second}}
 	stopped := e.Guide(GuideStopped)
 	for _, want := range []string{"stopped the agents", "state is kept in /x/.fleet-dev", "`bin/fleet dev up`", "`bin/fleet dev down`"} {
 		if !strings.Contains(stopped, want) {
@@ -215,5 +215,29 @@ func TestDownRequested(t *testing.T) {
 	}
 	if !opts.DownRequested() {
 		t.Error("the down marker is not seen")
+	}
+}
+
+// TestResumeHint: the hint names --state-dir (shell-quoted when needed) for
+// a folder other than the default, so that pasting it resumes that folder.
+func TestResumeHint(t *testing.T) {
+	for _, tc := range []struct {
+		name, stateDir, want string
+	}{
+		{name: "default", stateDir: "", want: "`bin/fleet dev up` (or `make quickstart`) resumes it, `bin/fleet dev down` removes it"},
+		{name: "default named", stateDir: "/x/.fleet-dev", want: "`bin/fleet dev up` (or `make quickstart`) resumes it, `bin/fleet dev down` removes it"},
+		{name: "other", stateDir: "/tmp/x/other", want: "`bin/fleet dev up --state-dir /tmp/x/other` resumes it, `bin/fleet dev down --state-dir /tmp/x/other` removes it"},
+		{name: "quoted", stateDir: "/tmp/my state's", want: `` + "`bin/fleet dev up --state-dir '/tmp/my state'\\''s'` resumes it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Options{RepoRoot: "/x", StateDir: tc.stateDir}.ResumeHint()
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("ResumeHint() = %q, want it to contain %q", got, tc.want)
+			}
+		})
+	}
+	stopped := (&Env{opts: Options{RepoRoot: "/x", StateDir: "/tmp/x/other"}}).Guide(GuideStopped)
+	if !strings.Contains(stopped, "`bin/fleet dev up --state-dir /tmp/x/other`") || strings.Contains(stopped, "make quickstart") {
+		t.Errorf("stopped guide of another state folder:\n%s", stopped)
 	}
 }

@@ -210,7 +210,7 @@ func (e *Env) Guide(mode GuideMode) string {
 Every example bundle was Ready on both clusters; --exit-when-ready then stopped the agents,
 the manager, the git server and the clusters. The state is kept in %s:
 %s.
-`, e.opts.StateDir, ResumeHint)
+`, e.opts.StateDir, e.opts.ResumeHint())
 	}
 	up, dev, prod := e.Kubeconfig(Upstream), e.Kubeconfig(Dev), e.Kubeconfig(Prod)
 	var b strings.Builder
@@ -241,7 +241,7 @@ Ctrl-C stops everything and keeps the state; %s.
 `, up, dev, prod,
 		up, Workspace, up, up, dev, prod,
 		e.opts.PollingInterval, e.WorkingCopy(), e.pushEdit(), up, Workspace,
-		e.opts.StateDir, e.opts.StateDir, ResumeHint)
+		e.opts.StateDir, e.opts.StateDir, e.opts.ResumeHint())
 	return b.String()
 }
 
