@@ -69,7 +69,7 @@ func TestRancherScheduleApplies(t *testing.T) {
 
 	next := metav1.NewTime(time.Date(2030, 6, 15, 12, 0, 0, 0, time.UTC))
 	s.Status = fleet.ScheduleStatus{Active: true, NextStartTime: next, MatchingClusters: []string{"a", "b"},
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: next}}}
+		Conditions: []fleet.ScheduleCondition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: next}}}
 	g.Expect(c.Status().Update(ctx, s)).To(Succeed())
 	got := &fleet.Schedule{}
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())

@@ -83,10 +83,37 @@ type ScheduleStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []ScheduleCondition `json:"conditions,omitempty"`
 	// MatchingClusters are the names of the clusters the Schedule targets.
 	// +optional
 	MatchingClusters []string `json:"matchingClusters,omitempty"`
+}
+
+// ScheduleCondition is a condition of a Schedule. Only type and status
+// are required: Rancher Fleet writes wrangler conditions (lastUpdateTime,
+// often no reason, message or lastTransitionTime), and a Schedule it last
+// wrote must stay writable (finalizer, labels) on API servers that
+// validate the whole object on every update.
+type ScheduleCondition struct {
+	// Type of the condition (Ready).
+	Type string `json:"type"`
+	// Status is True, False or Unknown.
+	Status metav1.ConditionStatus `json:"status"`
+	// ObservedGeneration is the spec generation the condition was set for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastTransitionTime is when the status last changed.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// LastUpdateTime is written by Rancher Fleet only (RFC 3339).
+	// +optional
+	LastUpdateTime string `json:"lastUpdateTime,omitempty"`
+	// Reason is a CamelCase word for the status.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says why, for people.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ScheduleTargets lists the clusters a Schedule applies to.

@@ -7,7 +7,8 @@ var components = []Component{
 	{Name: "targeting", Setup: setupTargeting},
 	{Name: "cluster-status", Setup: setupClusterStatus, Unsharded: true},
 	{Name: "gitops", Setup: setupGitOps},
-	{Name: "helmop", Setup: setupHelmOp},
-	{Name: "schedule", Setup: setupSchedule, Unsharded: true},
+	{Name: "helmop", Setup: setupHelmOp, CRD: "HelmOp", Enabled: func(o Options) bool { return !o.DisableHelmOps }},
+	// Disabled or not: disabled, it releases what Schedules hold.
+	{Name: "schedule", Setup: setupSchedule, Unsharded: true, CRD: "Schedule"},
 	{Name: "operations", Setup: setupOperations},
 }

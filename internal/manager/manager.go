@@ -9,8 +9,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,12 +66,16 @@ type Options struct {
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
 	// Schedules runs the Schedule controller (Rancher Fleet's experimental
-	// EXPERIMENTAL_SCHEDULES=true; --schedules). Off, Schedules and the
-	// Cluster flags they set are left as they are.
+	// EXPERIMENTAL_SCHEDULES=true; --schedules). Off, no cluster is held:
+	// a small reconciler clears the Cluster flags a Schedule set and
+	// releases Schedules being deleted (schedule.SetupDisabled).
 	Schedules bool
 	// policies tells the controllers whether the API server serves
 	// Policies yet (set by New; see policy.Gate).
 	policies *policy.Gate
+	// helmOpsRunning is set once the HelmOp controller is set up (at start,
+	// or when its CRD appears later): the metrics list HelmOps only then.
+	helmOpsRunning *atomic.Bool
 	// DisableGitOps leaves the GitRepo controller and its webhook receiver
 	// out (chart value gitops.enabled=false, as Rancher without gitjob):
 	// GitRepos are then left exactly as they are (their Bundles are still
@@ -188,6 +194,16 @@ type Component struct {
 	// must run once per installation: only the replica without --shard-id
 	// sets them up.
 	Unsharded bool
+	// CRD is the kind this component's controller needs that older
+	// fleet-crd charts lack (HelmOp, Schedule). While the API server does
+	// not serve it, Setup waits and runs once discovery lists the kind
+	// (servedKindsPoller): upgrading fleet-crd after the manager needs no
+	// restart, and a watch of an unknown kind cannot fail the start.
+	CRD string
+	// Enabled tells whether opts turn the component on (nil: always), so
+	// that a manager does not wait for the CRD of a controller it would not
+	// run.
+	Enabled func(Options) bool
 }
 
 // leaseName is the Lease this replica (or shard) competes for.
@@ -223,15 +239,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err != nil {
 		return nil, err
 	}
-	helmOpsMissing := !opts.DisableHelmOps && !servesKind(served, "HelmOp")
-	if helmOpsMissing {
-		ctrl.Log.WithName("helmop").Info("the HelmOp CRD is not installed: the HelmOp controller is off until the manager restarts after the fleet-crd chart is upgraded")
-		opts.DisableHelmOps = true
-	}
-	if opts.Schedules && !servesKind(served, "Schedule") {
-		ctrl.Log.WithName("schedule").Info("the Schedule CRD is not installed: Schedules are off until the manager restarts after the fleet-crd chart is upgraded")
-		opts.Schedules = false
-	}
+	opts.helmOpsRunning = new(atomic.Bool)
 	opts.policies = policy.NewGate(servesKind(served, "Policy"))
 	if !opts.policies.Served() {
 		ctrl.Log.WithName("policy").Info("the Policy CRD is not installed: Policies are enforced once the fleet-crd chart is upgraded (checked every " + servedRecheck.String() + ")")
@@ -290,16 +298,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, fmt.Errorf("credential hand-over: %w", err)
 		}
 	}
-	if err := mgr.Add(&servedKindsPoller{cfg: cfg, policies: opts.policies, helmOpsMissing: helmOpsMissing}); err != nil {
+	awaited, err := setupComponents(ctx, mgr, opts, served)
+	if err != nil {
 		return nil, err
 	}
-	for _, c := range components {
-		if c.Unsharded && opts.ShardID != "" {
-			continue
-		}
-		if err := c.Setup(ctx, mgr, opts); err != nil {
-			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
-		}
+	poller := &servedKindsPoller{cfg: cfg, policies: opts.policies, awaited: awaited,
+		setup: func(ctx context.Context, c Component) error { return c.Setup(ctx, mgr, opts) }}
+	if err := mgr.Add(poller); err != nil {
+		return nil, err
 	}
 	if opts.ContentAPI.Enabled() && opts.ShardID == "" && opts.ContentAPI.FirstCheckIn == nil {
 		// This replica runs the Cluster status controller when it leads:
@@ -322,6 +328,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	return mgr, nil
+}
+
+// setupComponents sets up the components this replica runs and returns
+// those whose CRD the API server does not serve yet, for the
+// servedKindsPoller to set up later.
+func setupComponents(ctx context.Context, mgr ctrl.Manager, opts Options, served *metav1.APIResourceList) ([]Component, error) {
+	var awaited []Component
+	for _, c := range components {
+		if (c.Unsharded && opts.ShardID != "") || (c.Enabled != nil && !c.Enabled(opts)) {
+			continue
+		}
+		if c.CRD != "" && !servesKind(served, c.CRD) {
+			ctrl.Log.WithName(c.Name).Info("the " + c.CRD + " CRD is not installed: the " + c.Name + " controller starts once the fleet-crd chart is upgraded (checked every " + servedRecheck.String() + ")")
+			awaited = append(awaited, c)
+			continue
+		}
+		if err := c.Setup(ctx, mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up %s: %w", c.Name, err)
+		}
+	}
+	return awaited, nil
 }
 
 // Run builds the manager and runs it until ctx ends.

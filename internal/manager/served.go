@@ -3,8 +3,10 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,50 +49,85 @@ func servesKind(list *metav1.APIResourceList, kind string) bool {
 
 // servedRecheck is how often a manager started without some of its CRDs
 // asks discovery again: one small request, only until they appear.
-const servedRecheck = 10 * time.Second
+// servedJitter spreads the requests of replicas started together (up to
+// 20% later).
+const (
+	servedRecheck = 10 * time.Second
+	servedJitter  = 0.2
+)
 
-// servedKindsPoller watches for the kinds a manager started without. The
-// Policy CRD opens the Policy gate (enforced from then on, without a
-// restart: a fail-open window must not last until someone restarts the
-// manager); the HelmOp CRD is only logged, since the HelmOp controller
-// needs a restart to start.
+// servedKindsPoller watches for the kinds a manager started without, so
+// that upgrading the fleet-crd chart after the manager needs no restart.
+// The Policy CRD opens the Policy gate (enforced from then on: a fail-open
+// window must not last until someone restarts the manager); the CRD of an
+// awaited component (HelmOp, Schedule) runs its Setup. Its controller,
+// added to the running manager, waits for leadership like the others
+// (controller-runtime starts leader-election runnables added after Start
+// only while this replica leads), and its informers are created on demand,
+// with the shard's selector already in the cache's options (shardCache).
 type servedKindsPoller struct {
-	cfg            *rest.Config
-	policies       *policy.Gate
-	helmOpsMissing bool
+	cfg      *rest.Config
+	policies *policy.Gate
+	// awaited are the components whose CRD was not served at start.
+	awaited []Component
+	// setup sets up a component in the running manager.
+	setup func(context.Context, Component) error
 }
 
 // NeedLeaderElection is false: every replica enforces Policies as soon as
-// it may act.
+// it may act, and has its awaited controllers ready for when it leads.
 func (p *servedKindsPoller) NeedLeaderElection() bool { return false }
 
 func (p *servedKindsPoller) Start(ctx context.Context) error {
-	policyMissing, helmOpMissing := !p.policies.Served(), p.helmOpsMissing
-	if !policyMissing && !helmOpMissing {
+	if p.done() {
 		return nil
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	log := ctrl.Log.WithName("served-kinds")
-	_ = wait.PollUntilContextCancel(ctx, servedRecheck, false, func(context.Context) (bool, error) {
-		list, err := servedKinds(p.cfg)
-		if err != nil {
-			log.Error(err, "checking which fleet kinds the API server serves")
-			return false, nil
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+		if p.check(ctx, log) {
+			stop()
 		}
-		if policyMissing && servesKind(list, "Policy") {
-			policyMissing = false
-			if err := p.policies.Open(); err != nil {
-				// Reads enforce Policies all the same; a watch that did
-				// not start only delays re-evaluation to each object's
-				// next change.
-				log.Error(err, "starting the Policy watches")
-			}
-			log.Info("the Policy CRD is now served: Policies are enforced")
-		}
-		if helmOpMissing && servesKind(list, "HelmOp") {
-			helmOpMissing = false
-			log.Info("the HelmOp CRD is now served: restart the manager to run the HelmOp controller")
-		}
-		return !policyMissing && !helmOpMissing, nil
-	})
+	}, servedRecheck, servedJitter, true)
 	return nil
+}
+
+// done reports whether nothing is awaited any more.
+func (p *servedKindsPoller) done() bool {
+	return p.policies.Served() && len(p.awaited) == 0
+}
+
+// check asks discovery once and acts on the kinds now served; it reports
+// whether nothing is awaited any more. A kind still missing is not logged:
+// New said so once.
+func (p *servedKindsPoller) check(ctx context.Context, log logr.Logger) bool {
+	list, err := servedKinds(p.cfg)
+	if err != nil {
+		log.Error(err, "checking which fleet kinds the API server serves")
+		return false
+	}
+	if !p.policies.Served() && servesKind(list, "Policy") {
+		if err := p.policies.Open(); err != nil {
+			// Reads enforce Policies all the same; a watch that did
+			// not start only delays re-evaluation to each object's
+			// next change.
+			log.Error(err, "starting the Policy watches")
+		}
+		log.Info("the Policy CRD is now served: Policies are enforced")
+	}
+	p.awaited = slices.DeleteFunc(p.awaited, func(c Component) bool {
+		if !servesKind(list, c.CRD) {
+			return false
+		}
+		// Set up once only, also when it fails: a controller may already
+		// have been added, and a second one would reconcile twice.
+		if err := p.setup(ctx, c); err != nil {
+			log.Error(err, "the "+c.CRD+" CRD is now served, but its controller did not start: restart the manager", "component", c.Name)
+			return true
+		}
+		log.Info("the "+c.CRD+" CRD is now served: its controller starts", "component", c.Name)
+		return true
+	})
+	return p.done()
 }

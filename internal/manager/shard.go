@@ -50,8 +50,10 @@ func shardCache(id string, gitOps, helmOps bool) cache.Options {
 	if gitOps {
 		by[&fleet.GitRepo{}] = cache.ByObject{Label: sel}
 	}
-	// Only when the API server serves HelmOps: configuring the cache for a
-	// kind it does not know fails the manager's start.
+	// Also when the API server does not serve HelmOps yet (the cache's
+	// mapper answers their scope while it is built, buildScopes): the
+	// HelmOp controller started once they are served then sees this
+	// shard's only.
 	if helmOps {
 		by[&fleet.HelmOp{}] = cache.ByObject{Label: sel}
 	}

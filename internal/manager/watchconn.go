@@ -21,6 +21,9 @@ import (
 // audit log of a 2,500-deployment creation showed the manager's
 // BundleDeployment watch closed and re-established 15 to 20 times; on its
 // own connection, 2 or 3 times (docs/scale-history.md, "Ninth pass").
+//
+// Its mapper knows, while the cache is built, the scope of kinds served
+// only later (buildScopes).
 func newCacheOnOwnConnection(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	own := kubeclient.OwnConnection(cfg)
 	hc, err := rest.HTTPClientFor(own)
@@ -28,5 +31,9 @@ func newCacheOnOwnConnection(cfg *rest.Config, opts cache.Options) (cache.Cache,
 		return nil, fmt.Errorf("informer HTTP client: %w", err)
 	}
 	opts.HTTPClient = hc
-	return cache.New(own, opts)
+	scopes := &buildScopes{RESTMapper: opts.Mapper}
+	opts.Mapper = scopes
+	c, err := cache.New(own, opts)
+	scopes.Built()
+	return c, err
 }

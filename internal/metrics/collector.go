@@ -26,9 +26,11 @@ type Source struct {
 	// fleet.cattle.io/shard-ref equals it are reported ("" = unlabelled).
 	ShardID string
 	// HelmOps reports the HelmOp families. A manager whose HelmOp
-	// controller is off (fleet-controller --helmops=false, or CRDs older
-	// than HelmOps) leaves it false: listing them from its cache would
-	// start a cluster-wide HelmOp informer for the metrics alone.
+	// controller is off (fleet-controller --helmops=false) leaves it
+	// false: listing them from its cache would start a cluster-wide
+	// HelmOp informer for the metrics alone. On CRDs older than HelmOps
+	// the families stay empty until the CRD is served and the controller
+	// starts (internal/manager).
 	HelmOps bool
 	// Clusters reports the Cluster and ClusterGroup families (the unsharded
 	// replica only: every shard sees every Cluster).

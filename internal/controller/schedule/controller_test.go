@@ -120,7 +120,7 @@ func TestActiveWindowMarksMatchingClusters(t *testing.T) {
 	if !st.Active || !st.NextStartTime.Time.Equal(start.Add(24*time.Hour)) {
 		t.Errorf("status active %v, nextStartTime %s; want true, %s", st.Active, st.NextStartTime.UTC(), start.Add(24*time.Hour))
 	}
-	if c := meta.FindStatusCondition(st.Conditions, fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+	if c := schedule.FindCondition(st.Conditions, fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v", c)
 	}
 	if got, err := flagsOf(ns, "prod"); err != nil || got != none {
@@ -238,7 +238,7 @@ func TestInvalidScheduleChangesNoCluster(t *testing.T) {
 	update(t, old, func() { old.Spec.Schedule = "0 0 12 * *" })
 	for name, cron := range map[string]string{"bad": "every day", "old": "0 0 12 * *"} {
 		expectStatus(t, ns, name, func(st fleet.ScheduleStatus) error {
-			c := meta.FindStatusCondition(st.Conditions, fleet.ConditionReady)
+			c := schedule.FindCondition(st.Conditions, fleet.ConditionReady)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != schedule.ReasonInvalidSchedule ||
 				!strings.Contains(c.Message, fmt.Sprintf("spec.schedule %q", cron)) {
 				return fmt.Errorf("Ready %+v", c)
@@ -304,14 +304,8 @@ func TestOtherStatusWritersKeepFlags(t *testing.T) {
 
 	// A cluster namespace makes the Cluster status controller write the
 	// Ready condition and counts.
-	c := &fleet.Cluster{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dev"}, c); err != nil {
-		t.Fatal(err)
-	}
-	c.Status.Namespace = "cluster-" + ns + "-dev"
-	if err := env.Client.Status().Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev"}}
+	updateStatus(t, c, func() { c.Status.Namespace = "cluster-" + ns + "-dev" })
 	fleettest.Eventually(t, timeout, func() error {
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dev"}, c); err != nil {
 			return err
@@ -325,9 +319,39 @@ func TestOtherStatusWritersKeepFlags(t *testing.T) {
 		return nil
 	})
 
-	c.Status.Scheduled, c.Status.ActiveSchedule = false, false
-	if err := env.Client.Status().Update(ctx, c); err != nil {
+	// A full status update from a copy without the flags: the API
+	// server stores them cleared, and they come back beside what the
+	// other writers wrote.
+	updateStatus(t, c, func() { c.Status.Scheduled, c.Status.ActiveSchedule = false, false })
+	if got := schedule.FlagsOf(c); got != none {
+		t.Fatalf("the wipe stored %+v", got)
+	}
+	fleettest.Eventually(t, timeout, func() error {
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dev"}, c); err != nil {
+			return err
+		}
+		if got := schedule.FlagsOf(c); got != active {
+			return fmt.Errorf("flags %+v after the wipe", got)
+		}
+		if c.Status.Namespace != "cluster-"+ns+"-dev" || meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionReady) == nil {
+			return fmt.Errorf("the other writers' fields are gone: namespace %q, conditions %v", c.Status.Namespace, c.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// updateStatus applies change to a fresh copy of obj and writes its
+// status, again on a conflict.
+func updateStatus(t *testing.T, obj client.Object, change func()) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return env.Client.Status().Update(context.Background(), obj)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	expectFlags(t, ns, "dev", active)
 }

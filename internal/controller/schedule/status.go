@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -20,7 +19,7 @@ type Evaluation struct {
 	Name string
 	// Err is set when the spec is invalid; the Schedule then changes no
 	// cluster, and the clusters it matched before (Frozen) keep their
-	// flags as they are.
+	// flags as they are unless a valid Schedule matches them.
 	Err *SpecError
 	// Window is where now falls (valid Schedules only).
 	Window Window
@@ -32,13 +31,29 @@ type Evaluation struct {
 	Frozen []string
 }
 
-// Evaluate computes s at now against the clusters and groups of its
-// namespace. Pure.
-func Evaluate(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.ClusterGroup, now time.Time) Evaluation {
+// ClusterInfos pairs each cluster with its ClusterGroups, once per pass:
+// every Schedule of the namespace matches against the same answer.
+func ClusterInfos(clusters []fleet.Cluster, groups []*fleet.ClusterGroup) []target.ClusterInfo {
+	out := make([]target.ClusterInfo, len(clusters))
+	for i := range clusters {
+		out[i] = target.ClusterInfo{Cluster: &clusters[i], Groups: target.GroupsOf(&clusters[i], groups)}
+	}
+	return out
+}
+
+// Evaluate computes s at now against the clusters of its namespace.
+// Windows that would overlap are refused only for a spec generation not
+// yet found valid (see CheckOverlap): the gap between two starts changes
+// with the date, and a Schedule that was accepted must not start holding
+// its clusters months later. Pure.
+func Evaluate(s *fleet.Schedule, clusters []target.ClusterInfo, now time.Time) Evaluation {
 	e := Evaluation{Name: s.Name}
 	timing, err := ParseTiming(s.Spec, now)
+	if err == nil && !validAtGeneration(s) {
+		err = timing.CheckOverlap(now)
+	}
 	if err == nil {
-		e.Matching, err = Matching(s, clusters, groups)
+		e.Matching, err = Matching(s, clusters)
 	}
 	if err != nil {
 		var se *SpecError
@@ -52,10 +67,28 @@ func Evaluate(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.Clust
 	return e
 }
 
+// validAtGeneration: this controller found the current spec generation
+// valid (a Ready condition of Rancher Fleet has no observedGeneration
+// and does not count).
+func validAtGeneration(s *fleet.Schedule) bool {
+	c := FindCondition(s.Status.Conditions, fleet.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonValid && c.ObservedGeneration == s.Generation
+}
+
+// FindCondition returns the condition of type t, or nil.
+func FindCondition(conds []fleet.ScheduleCondition, t string) *fleet.ScheduleCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
 // Matching returns the sorted names of the clusters s targets: those
 // matching any of its targets, each target as a GitRepo target does (all
 // of its set fields must match; an empty target matches nothing).
-func Matching(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.ClusterGroup) ([]string, error) {
+func Matching(s *fleet.Schedule, clusters []target.ClusterInfo) ([]string, error) {
 	var matchers []*target.Matcher
 	for i, t := range s.Spec.Targets.Clusters {
 		m, err := target.NewMatcher(target.Criteria{ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
@@ -70,14 +103,12 @@ func Matching(s *fleet.Schedule, clusters []fleet.Cluster, groups []*fleet.Clust
 		matchers = append(matchers, m)
 	}
 	var names []string
-	for i := range clusters {
-		c := &clusters[i]
-		if c.Namespace != s.Namespace {
+	for _, ci := range clusters {
+		if ci.Cluster.Namespace != s.Namespace {
 			continue
 		}
-		ci := target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, groups)}
 		if slices.ContainsFunc(matchers, func(m *target.Matcher) bool { return m.Match(ci) }) {
-			names = append(names, c.Name)
+			names = append(names, ci.Cluster.Name)
 		}
 	}
 	slices.Sort(names)
@@ -99,8 +130,9 @@ func FlagsOf(c *fleet.Cluster) Flags {
 // evaluations of all of its Schedules (deleted ones left out). A cluster
 // matched by a valid Schedule is scheduled, and active while any of them
 // has a window open (windows of several Schedules add up); one matched by
-// none is neither. Clusters an invalid Schedule froze are left out of the
-// answer: nothing is written to them until it is fixed or deleted. Pure.
+// none is neither. A cluster an invalid Schedule froze and no valid one
+// matches is left out of the answer: nothing is written to it until that
+// Schedule is fixed or deleted. Pure.
 func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags {
 	frozen := map[string]bool{}
 	want := map[string]Flags{}
@@ -120,8 +152,24 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 	out := make(map[string]Flags, len(clusters))
 	for i := range clusters {
 		n := clusters[i].Name
-		if !frozen[n] {
-			out[n] = want[n]
+		if f, ok := want[n]; ok || !frozen[n] {
+			out[n] = f
+		}
+	}
+	return out
+}
+
+// Writes are the flag patches of one pass: every cluster whose flags, as
+// the cache shows them, differ from want, and every cluster of forced
+// (the clusters of Schedules being deleted) whatever the cache shows, so
+// that a lagging cache cannot leave a deleted Schedule's flags behind.
+// Clusters want leaves out (frozen) get nothing. Pure.
+func Writes(want map[string]Flags, clusters []fleet.Cluster, forced []string) map[string]Flags {
+	out := map[string]Flags{}
+	for i := range clusters {
+		c := &clusters[i]
+		if f, ok := want[c.Name]; ok && (f != FlagsOf(c) || slices.Contains(forced, c.Name)) {
+			out[c.Name] = f
 		}
 	}
 	return out
@@ -133,7 +181,7 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 // were) and sets Ready=False with the error. Pure.
 func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.ScheduleStatus {
 	st := *s.Status.DeepCopy()
-	cond := metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
+	cond := fleet.ScheduleCondition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
 		ObservedGeneration: s.Generation, LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second))}
 	if e.Err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, e.Err.Reason, e.Err.Error()
@@ -145,13 +193,13 @@ func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.Schedul
 		}
 		st.MatchingClusters = e.Matching
 	}
-	// Ready is the only condition, rebuilt each time: a Schedule last
-	// written by Rancher Fleet carries wrangler conditions (no reason, no
-	// lastTransitionTime) that this CRD would refuse in a status write.
-	if prev := meta.FindStatusCondition(s.Status.Conditions, fleet.ConditionReady); prev != nil &&
+	// Ready is the only condition, rebuilt each time: the wrangler
+	// conditions of a Schedule Rancher Fleet last wrote (Reconciling,
+	// lastUpdateTime) do not describe what this controller did.
+	if prev := FindCondition(s.Status.Conditions, fleet.ConditionReady); prev != nil &&
 		prev.Status == cond.Status && !prev.LastTransitionTime.IsZero() {
 		cond.LastTransitionTime = prev.LastTransitionTime
 	}
-	st.Conditions = []metav1.Condition{cond}
+	st.Conditions = []fleet.ScheduleCondition{cond}
 	return st
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
@@ -59,7 +58,7 @@ func TestMatching(t *testing.T) {
 		{name: "no targets", want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Matching(withTargets(tc.targets...), clusters, groups)
+			got, err := Matching(withTargets(tc.targets...), ClusterInfos(clusters, groups))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +69,7 @@ func TestMatching(t *testing.T) {
 	}
 	bad := withTargets(fleet.ScheduleTarget{Name: "broken", ClusterSelector: &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Near"}}}})
-	_, err := Matching(bad, clusters, groups)
+	_, err := Matching(bad, ClusterInfos(clusters, groups))
 	var se *SpecError
 	if !errors.As(err, &se) || se.Reason != ReasonInvalidTarget {
 		t.Errorf("invalid selector: %v, want a %s error", err, ReasonInvalidTarget)
@@ -84,6 +83,7 @@ func TestDesiredFlags(t *testing.T) {
 	open := Evaluation{Name: "open", Matching: []string{"a"}, Window: Window{Active: true}}
 	closed := Evaluation{Name: "closed", Matching: []string{"a", "b"}}
 	invalid := Evaluation{Name: "invalid", Err: &SpecError{Reason: ReasonInvalidSchedule, Err: errors.New("bad")}, Frozen: []string{"c"}}
+	invalidAB := Evaluation{Name: "invalid-ab", Err: &SpecError{Reason: ReasonInvalidSchedule, Err: errors.New("bad")}, Frozen: []string{"a", "b"}}
 	for _, tc := range []struct {
 		name  string
 		evals []Evaluation
@@ -98,6 +98,10 @@ func TestDesiredFlags(t *testing.T) {
 			want: map[string]Flags{"a": {Scheduled: true, Active: true}, "b": {Scheduled: true}, "c": {}, "d": {}}},
 		{name: "an invalid Schedule leaves the clusters it matched as they are", evals: []Evaluation{closed, invalid},
 			want: map[string]Flags{"a": {Scheduled: true}, "b": {Scheduled: true}, "d": {}}},
+		{name: "a valid Schedule keeps working on clusters an invalid one froze", evals: []Evaluation{open, closed, invalidAB},
+			want: map[string]Flags{"a": {Scheduled: true, Active: true}, "b": {Scheduled: true}, "c": {}, "d": {}}},
+		{name: "only clusters no valid Schedule matches stay frozen", evals: []Evaluation{open, invalidAB, invalid},
+			want: map[string]Flags{"a": {Scheduled: true, Active: true}, "d": {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := DesiredFlags(tc.evals, clusters); !reflect.DeepEqual(got, tc.want) {
@@ -115,11 +119,11 @@ func TestComputeStatus(t *testing.T) {
 	s := withTargets(fleet.ScheduleTarget{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}})
 	s.Generation = 3
 
-	st := ComputeStatus(s, Evaluate(s, clusters, nil, now), now)
+	st := ComputeStatus(s, Evaluate(s, ClusterInfos(clusters, nil), now), now)
 	if !st.Active || !st.NextStartTime.Time.Equal(at("2030-06-16T12:00:00Z")) || !reflect.DeepEqual(st.MatchingClusters, []string{"dev1"}) {
 		t.Errorf("valid: active %v, next %s, clusters %v", st.Active, st.NextStartTime.UTC(), st.MatchingClusters)
 	}
-	ready := meta.FindStatusCondition(st.Conditions, fleet.ConditionReady)
+	ready := FindCondition(st.Conditions, fleet.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != ReasonValid || ready.ObservedGeneration != 3 {
 		t.Errorf("valid: Ready %+v", ready)
 	}
@@ -127,11 +131,11 @@ func TestComputeStatus(t *testing.T) {
 	s.Status = st
 	s.Spec.Schedule = "0 0 25 * * *"
 	later := now.Add(time.Hour)
-	bad := ComputeStatus(s, Evaluate(s, clusters, nil, later), later)
+	bad := ComputeStatus(s, Evaluate(s, ClusterInfos(clusters, nil), later), later)
 	if !bad.Active || !bad.NextStartTime.Equal(&st.NextStartTime) || !reflect.DeepEqual(bad.MatchingClusters, []string{"dev1"}) {
 		t.Errorf("invalid: the last valid state must stay, got active %v, next %s, clusters %v", bad.Active, bad.NextStartTime.UTC(), bad.MatchingClusters)
 	}
-	ready = meta.FindStatusCondition(bad.Conditions, fleet.ConditionReady)
+	ready = FindCondition(bad.Conditions, fleet.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonInvalidSchedule || ready.Message == "" ||
 		!ready.LastTransitionTime.Time.Equal(later) {
 		t.Errorf("invalid: Ready %+v", ready)
@@ -141,16 +145,98 @@ func TestComputeStatus(t *testing.T) {
 	// Ready condition.
 	rancher := s.DeepCopy()
 	rancher.Spec.Schedule = "0 0 12 * * *"
-	rancher.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}, {Type: "Reconciling", Status: metav1.ConditionFalse}}
-	conds := ComputeStatus(rancher, Evaluate(rancher, clusters, nil, later), later).Conditions
+	rancher.Status.Conditions = []fleet.ScheduleCondition{{Type: "Ready", Status: metav1.ConditionTrue, LastUpdateTime: "2030-06-01T00:00:00Z"}, {Type: "Reconciling", Status: metav1.ConditionFalse}}
+	conds := ComputeStatus(rancher, Evaluate(rancher, ClusterInfos(clusters, nil), later), later).Conditions
 	if len(conds) != 1 || conds[0].Type != fleet.ConditionReady || conds[0].Reason != ReasonValid || !conds[0].LastTransitionTime.Time.Equal(later) {
 		t.Errorf("from Rancher's conditions: %+v", conds)
 	}
 
 	// Unchanged, the condition keeps its transition time.
 	s.Status = bad
-	again := ComputeStatus(s, Evaluate(s, clusters, nil, later.Add(time.Minute)), later.Add(time.Minute))
+	again := ComputeStatus(s, Evaluate(s, ClusterInfos(clusters, nil), later.Add(time.Minute)), later.Add(time.Minute))
 	if !reflect.DeepEqual(again, bad) {
 		t.Errorf("recomputing an unchanged invalid Schedule changed its status:\n%+v\n%+v", again, bad)
+	}
+}
+
+// TestWrites: a pass writes the clusters whose cached flags differ from
+// the wanted ones, and the clusters of Schedules being deleted whatever
+// the cache shows; frozen clusters get nothing.
+func TestWrites(t *testing.T) {
+	flagged := cluster("flagged", nil)
+	flagged.Status.Scheduled = true
+	clusters := []fleet.Cluster{cluster("clear", nil), flagged, cluster("frozen", nil), cluster("forced", nil)}
+	want := map[string]Flags{"clear": {}, "flagged": {}, "forced": {}}
+	for _, tc := range []struct {
+		name   string
+		forced []string
+		want   map[string]Flags
+	}{
+		{name: "only what differs", want: map[string]Flags{"flagged": {}}},
+		{name: "a deleted Schedule's clusters are written even when the cache shows them clear", forced: []string{"forced", "frozen"},
+			want: map[string]Flags{"flagged": {}, "forced": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Writes(want, clusters, tc.forced); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEvaluateKeepsAValidGeneration: an overlap that appears with the
+// date (the gap to next month's start) does not invalidate a spec
+// generation found valid, while a new generation is checked by Rancher
+// Fleet's rule.
+func TestEvaluateKeepsAValidGeneration(t *testing.T) {
+	s := withTargets(fleet.ScheduleTarget{ClusterName: "a"})
+	s.Generation = 2
+	// 1st of the month, 29 days: valid in June (next two starts 1 July
+	// and 1 August, 31 days apart), refused in January (1 February and
+	// 1 March, 28 days apart).
+	s.Spec.Schedule, s.Spec.Duration.Duration = "0 0 0 1 * ?", 29*24*time.Hour
+	june, january := at("2030-06-15T12:00:00Z"), at("2031-01-15T12:00:00Z")
+	clusters := ClusterInfos([]fleet.Cluster{cluster("a", nil)}, nil)
+
+	e := Evaluate(s, clusters, june)
+	if e.Err != nil {
+		t.Fatalf("June: %v", e.Err)
+	}
+	if e := Evaluate(s, clusters, january); e.Err == nil || e.Err.Reason != ReasonInvalidDuration {
+		t.Errorf("January, never found valid: %+v, want %s", e.Err, ReasonInvalidDuration)
+	}
+	s.Status = ComputeStatus(s, e, june)
+	if e := Evaluate(s, clusters, january); e.Err != nil || !reflect.DeepEqual(e.Matching, []string{"a"}) {
+		t.Errorf("January, generation found valid in June: %v %v", e.Err, e.Matching)
+	}
+	s.Generation = 3
+	if e := Evaluate(s, clusters, january); e.Err == nil || e.Err.Reason != ReasonInvalidDuration {
+		t.Errorf("January, a new generation: %+v, want %s", e.Err, ReasonInvalidDuration)
+	}
+}
+
+// TestNewFailure: the Warning Event is recorded once per reason and
+// generation, not when only the message changes.
+func TestNewFailure(t *testing.T) {
+	st := func(status metav1.ConditionStatus, reason, msg string, gen int64) fleet.ScheduleStatus {
+		return fleet.ScheduleStatus{Conditions: []fleet.ScheduleCondition{{Type: fleet.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}}}
+	}
+	bad := st(metav1.ConditionFalse, ReasonInvalidDuration, "gap 28 days", 1)
+	for _, tc := range []struct {
+		name  string
+		prev  fleet.ScheduleStatus
+		event bool
+	}{
+		{name: "new failure", prev: st(metav1.ConditionTrue, ReasonValid, "", 1), event: true},
+		{name: "first status", event: true},
+		{name: "same reason and generation, other message", prev: st(metav1.ConditionFalse, ReasonInvalidDuration, "gap 30 days", 1)},
+		{name: "other reason", prev: st(metav1.ConditionFalse, ReasonInvalidSchedule, "gap 28 days", 1), event: true},
+		{name: "new generation", prev: st(metav1.ConditionFalse, ReasonInvalidDuration, "gap 28 days", 0), event: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := newFailure(tc.prev, bad) != nil; got != tc.event {
+				t.Errorf("event %v, want %v", got, tc.event)
+			}
+		})
 	}
 }

@@ -15,20 +15,43 @@ import (
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
 
-// namespaceSchedules enqueues every Schedule of the changed object's
-// namespace: each one recomputes the flags of the whole namespace.
-func (r *Reconciler) namespaceSchedules() handler.EventHandler {
+// namespaceOf is the queue item of o: its namespace.
+func namespaceOf(_ context.Context, o client.Object) []ctrl.Request {
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace()}}}
+}
+
+// scheduledNamespace enqueues the namespace of o when it has a Schedule:
+// a namespace without one has nothing a ClusterGroup could change.
+func (r *Reconciler) scheduledNamespace() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
-		list := &fleet.ScheduleList{}
-		if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		if !r.hasSchedule(ctx, o.GetNamespace()) {
 			return nil
 		}
-		reqs := make([]ctrl.Request, 0, len(list.Items))
-		for _, s := range list.Items {
-			reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
-		}
-		return reqs
+		return namespaceOf(ctx, o)
 	})
+}
+
+// clusterNamespace enqueues the namespace of a Cluster when it has a
+// Schedule, and also when the Cluster carries a flag: flags no Schedule
+// accounts for (set by Rancher Fleet, or left by a Schedule deleted
+// before this controller saw it) are then cleared.
+func (r *Reconciler) clusterNamespace() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []ctrl.Request {
+		c, ok := o.(*fleet.Cluster)
+		if !ok || (FlagsOf(c) == Flags{} && !r.hasSchedule(ctx, c.Namespace)) {
+			return nil
+		}
+		return namespaceOf(ctx, o)
+	})
+}
+
+func (r *Reconciler) hasSchedule(ctx context.Context, ns string) bool {
+	list := &fleet.ScheduleList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
+		// Unknown: look, rather than miss a change.
+		return true
+	}
+	return len(list.Items) > 0
 }
 
 // clusterChanged passes Cluster events that can change a Schedule's

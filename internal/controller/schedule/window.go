@@ -23,9 +23,8 @@ const (
 	ReasonInvalidSchedule = "InvalidSchedule"
 	// ReasonInvalidLocation: spec.location is not a known time zone.
 	ReasonInvalidLocation = "InvalidLocation"
-	// ReasonInvalidDuration: windows would overlap (spec.duration is not
-	// shorter than the time between two starts) or the duration is
-	// negative.
+	// ReasonInvalidDuration: spec.duration is not shorter than the time
+	// between the next two starts, or not positive.
 	ReasonInvalidDuration = "InvalidDuration"
 	// ReasonInvalidTarget: a target's selector does not parse.
 	ReasonInvalidTarget = "InvalidTarget"
@@ -41,22 +40,23 @@ type SpecError struct {
 func (e *SpecError) Error() string { return e.Err.Error() }
 func (e *SpecError) Unwrap() error { return e.Err }
 
-// overlapChecks is how many consecutive starts, from now on, are checked
-// for a window that would still be open at the next start. Rancher Fleet
-// checks the first two only; irregular expressions (two starts close
-// together once a day) need more.
-const overlapChecks = 64
+// maxMerged bounds how many overlapping windows At follows to find
+// when the open one closes.
+const maxMerged = 64
 
 // Timing is a Schedule's parsed cron expression, time zone and duration.
 type Timing struct {
+	spec     string
 	trigger  *quartz.CronTrigger
 	duration time.Duration
 }
 
 // ParseTiming checks the timing fields of spec at now: location (empty
 // is the process's local zone, as in Rancher Fleet), the cron expression
-// (Quartz syntax with a seconds field), and that each window closes
-// before the next one opens. Pure apart from reading the zone database.
+// (Quartz syntax with a seconds field) with at least two starts after
+// now, and a positive duration. Whether windows overlap is CheckOverlap's
+// question. Pure apart from reading the zone database. Messages carry no
+// moment, so that the same error reads the same at every reconcile.
 func ParseTiming(spec fleet.ScheduleSpec, now time.Time) (*Timing, error) {
 	loc := time.Local
 	if spec.Location != "" {
@@ -73,35 +73,40 @@ func ParseTiming(spec fleet.ScheduleSpec, now time.Time) (*Timing, error) {
 	if err != nil {
 		return nil, &SpecError{Reason: ReasonInvalidSchedule, Err: fmt.Errorf("spec.schedule %q: %w", spec.Schedule, err)}
 	}
-	t := &Timing{trigger: trigger, duration: spec.Duration.Duration}
-	if t.duration < 0 {
-		return nil, &SpecError{Reason: ReasonInvalidDuration, Err: fmt.Errorf("spec.duration %s is negative", t.duration)}
+	t := &Timing{spec: spec.Schedule, trigger: trigger, duration: spec.Duration.Duration}
+	if t.duration <= 0 {
+		// Rancher Fleet takes 0 (also an omitted duration) and closes
+		// each window as it opens: its clusters would never deploy.
+		return nil, &SpecError{Reason: ReasonInvalidDuration, Err: fmt.Errorf("spec.duration %s: a window must stay open for a positive duration", t.duration)}
 	}
-	return t, t.checkOverlap(spec, now)
+	first, ok := t.next(now)
+	if !ok {
+		return nil, &SpecError{Reason: ReasonInvalidSchedule, Err: fmt.Errorf("spec.schedule %q never starts again", spec.Schedule)}
+	}
+	if _, ok := t.next(first); !ok {
+		return nil, &SpecError{Reason: ReasonInvalidSchedule, Err: fmt.Errorf("spec.schedule %q starts only once more; a Schedule needs recurring starts", spec.Schedule)}
+	}
+	return t, nil
 }
 
-// checkOverlap refuses a duration at least as long as the time between
-// two consecutive starts (equal too, as Rancher Fleet does: the window
-// would close at the moment the next opens), and an expression with
-// fewer than two starts after now.
-func (t *Timing) checkOverlap(spec fleet.ScheduleSpec, now time.Time) error {
-	prev, ok := t.next(now)
+// CheckOverlap is Rancher Fleet's rule: the duration, in whole seconds,
+// must be shorter than the time between the next two starts after now
+// (equal is refused too: the window would close as the next opens). Like
+// Rancher's, the answer can depend on the date (uneven gaps, daylight
+// saving, month lengths); Evaluate therefore asks only for a spec
+// generation not yet found valid, and At merges windows that overlap.
+func (t *Timing) CheckOverlap(now time.Time) error {
+	first, ok := t.next(now)
 	if !ok {
-		return &SpecError{Reason: ReasonInvalidSchedule, Err: fmt.Errorf("spec.schedule %q never starts after %s", spec.Schedule, now.UTC().Format(time.RFC3339))}
+		return nil
 	}
-	for i := 0; i < overlapChecks; i++ {
-		next, ok := t.next(prev)
-		if !ok {
-			if i == 0 {
-				return &SpecError{Reason: ReasonInvalidSchedule, Err: fmt.Errorf("spec.schedule %q starts only once more (%s); a Schedule needs recurring starts", spec.Schedule, prev.UTC().Format(time.RFC3339))}
-			}
-			return nil
-		}
-		if gap := next.Sub(prev); t.duration >= gap {
-			return &SpecError{Reason: ReasonInvalidDuration, Err: fmt.Errorf("spec.duration %s is too long: it overlaps the next start (%s starts %s after %s)",
-				spec.Duration.Duration, spec.Schedule, gap, prev.UTC().Format(time.RFC3339))}
-		}
-		prev = next
+	second, ok := t.next(first)
+	if !ok {
+		return nil
+	}
+	if gap := second.Sub(first); t.duration.Truncate(time.Second) >= gap {
+		return &SpecError{Reason: ReasonInvalidDuration, Err: fmt.Errorf("spec.duration %s is too long: it is not shorter than the %s between the next two starts of %q",
+			t.duration, gap, t.spec)}
 	}
 	return nil
 }
@@ -128,13 +133,14 @@ type Window struct {
 }
 
 // At says whether now is inside a window: some start s with
-// now-duration < s <= now. With several (not possible for a Timing that
-// passed ParseTiming at about now), the last one decides when it closes.
+// now-duration < s <= now. Overlapping windows (a gap shorter than the
+// duration, which CheckOverlap does not look for once a generation was
+// valid) merge: the last start decides when the window closes.
 func (t *Timing) At(now time.Time) Window {
 	var w Window
 	if t.duration > 0 {
 		s, ok := t.next(now.Add(-t.duration))
-		for i := 0; ok && !s.After(now) && i < overlapChecks; i++ {
+		for i := 0; ok && !s.After(now) && i < maxMerged; i++ {
 			w.Active, w.End = true, s.Add(t.duration)
 			s, ok = t.next(s)
 		}

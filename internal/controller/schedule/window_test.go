@@ -59,8 +59,8 @@ func TestWindowAt(t *testing.T) {
 			nextStart: "2030-03-11T16:00:00Z", boundary: "2030-03-11T16:00:00Z"},
 		{name: "weekdays only: Saturday waits for Monday", spec: spec("0 0 9 ? * MON-FRI", 8*time.Hour, "UTC"), now: "2030-06-15T10:00:00Z",
 			nextStart: "2030-06-17T09:00:00Z", boundary: "2030-06-17T09:00:00Z"},
-		{name: "zero duration is never open", spec: spec("0 0 12 * * *", 0, "UTC"), now: "2030-06-15T12:00:00Z",
-			nextStart: "2030-06-16T12:00:00Z", boundary: "2030-06-16T12:00:00Z"},
+		{name: "overlapping windows merge", spec: spec("0 0 1,2 * * ?", 90*time.Minute, "UTC"), now: "2030-06-15T02:15:00Z",
+			active: true, end: "2030-06-15T03:30:00Z", nextStart: "2030-06-16T01:00:00Z", boundary: "2030-06-15T03:30:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := at(tc.now)
@@ -99,13 +99,11 @@ func TestParseTimingRefuses(t *testing.T) {
 		{name: "five fields (no seconds)", spec: spec("0 12 * * *", time.Hour, "UTC"), reason: ReasonInvalidSchedule, msg: `spec.schedule "0 12 * * *"`},
 		{name: "empty", spec: spec("", time.Hour, "UTC"), reason: ReasonInvalidSchedule, msg: "spec.schedule is empty"},
 		{name: "unknown time zone", spec: spec("0 0 12 * * *", time.Hour, "Mars/Olympus"), reason: ReasonInvalidLocation, msg: `unknown time zone "Mars/Olympus"`},
-		{name: "duration equal to the interval", spec: spec("0 * * * * *", time.Minute, "UTC"), reason: ReasonInvalidDuration, msg: "spec.duration 1m0s is too long"},
-		{name: "duration longer than the interval", spec: spec("0 * * * * *", 61*time.Second, "UTC"), reason: ReasonInvalidDuration, msg: "overlaps the next start"},
-		// Rancher Fleet would check 02:00 -> 01:00 tomorrow (23h) only.
-		{name: "overlap further than the next two starts", spec: spec("0 0 1,2 * * ?", 90*time.Minute, "UTC"), reason: ReasonInvalidDuration, msg: "starts 1h0m0s after"},
-		{name: "never starts again", spec: spec("0 0 0 1 1 ? 2020", time.Hour, "UTC"), reason: ReasonInvalidSchedule, msg: "never starts after 2030-06-15T01:30:00Z"},
+		{name: "never starts again", spec: spec("0 0 0 1 1 ? 2020", time.Hour, "UTC"), reason: ReasonInvalidSchedule, msg: "never starts again"},
 		{name: "starts only once more", spec: spec("0 0 0 1 1 ? 2031", time.Hour, "UTC"), reason: ReasonInvalidSchedule, msg: "starts only once more"},
-		{name: "negative duration", spec: spec("0 0 12 * * *", -time.Hour, "UTC"), reason: ReasonInvalidDuration, msg: "negative"},
+		{name: "negative duration", spec: spec("0 0 12 * * *", -time.Hour, "UTC"), reason: ReasonInvalidDuration, msg: "positive duration"},
+		// Rancher Fleet takes it and closes each window as it opens.
+		{name: "zero (or omitted) duration", spec: spec("0 0 12 * * *", 0, "UTC"), reason: ReasonInvalidDuration, msg: "spec.duration 0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseTiming(tc.spec, now)
@@ -120,6 +118,51 @@ func TestParseTimingRefuses(t *testing.T) {
 	}
 	if _, err := ParseTiming(spec("0 * * * * *", 59*time.Second, ""), now); err != nil {
 		t.Errorf("59s every minute in the local zone: %v", err)
+	}
+	if _, err := ParseTiming(spec("0 0 0 1 1 ? 2031", time.Hour, "UTC"), now.Add(24*time.Hour)); err == nil ||
+		err.Error() != mustErr(ParseTiming(spec("0 0 0 1 1 ? 2031", time.Hour, "UTC"), now)).Error() {
+		t.Errorf("the message changed with the moment: %v", err)
+	}
+}
+
+func mustErr(_ *Timing, err error) error { return err }
+
+// TestCheckOverlap is Rancher Fleet's rule: the duration must be shorter
+// than the time between the next two starts after now. Expressions whose
+// gaps are uneven are accepted when the next gap is long enough, as in
+// Rancher Fleet (At then merges windows that overlap).
+func TestCheckOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec fleet.ScheduleSpec
+		now  string
+		ok   bool
+	}{
+		{name: "duration equal to the interval", spec: spec("0 * * * * *", time.Minute, "UTC"), now: "2030-06-15T01:30:00Z"},
+		{name: "duration longer than the interval", spec: spec("0 * * * * *", 61*time.Second, "UTC"), now: "2030-06-15T01:30:00Z"},
+		{name: "one second shorter", spec: spec("0 * * * * *", 59*time.Second, "UTC"), now: "2030-06-15T01:30:00Z", ok: true},
+		{name: "fractions of a second do not count", spec: spec("0 * * * * *", 59*time.Second+900*time.Millisecond, "UTC"), now: "2030-06-15T01:30:00Z", ok: true},
+		{name: "uneven gaps: the next gap is 1h", spec: spec("0 0 1,2 * * ?", 90*time.Minute, "UTC"), now: "2030-06-15T00:30:00Z"},
+		{name: "uneven gaps: the next gap is 23h", spec: spec("0 0 1,2 * * ?", 90*time.Minute, "UTC"), now: "2030-06-15T01:30:00Z", ok: true},
+		// 23h daily in Berlin: valid except next to a daylight saving
+		// change (the day of the spring change lasts 23 hours).
+		{name: "23h daily in Berlin, 60 days before DST", spec: spec("0 0 1 * * ?", 23*time.Hour, "Europe/Berlin"), now: "2030-01-30T12:00:00Z", ok: true},
+		{name: "23h daily in Berlin, the day before DST", spec: spec("0 0 1 * * ?", 23*time.Hour, "Europe/Berlin"), now: "2030-03-30T12:00:00Z"},
+		{name: "29 days monthly in June", spec: spec("0 0 0 1 * ?", 696*time.Hour, "UTC"), now: "2030-06-15T12:00:00Z", ok: true},
+		{name: "29 days monthly in January", spec: spec("0 0 0 1 * ?", 696*time.Hour, "UTC"), now: "2031-01-15T12:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := at(tc.now)
+			timing, err := ParseTiming(tc.spec, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = timing.CheckOverlap(now)
+			var se *SpecError
+			if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &se) || se.Reason != ReasonInvalidDuration || !strings.Contains(err.Error(), "too long"))) {
+				t.Errorf("got %v, want ok=%v", err, tc.ok)
+			}
+		})
 	}
 }
 
