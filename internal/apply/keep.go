@@ -46,7 +46,11 @@ const maxKeepShown = 5
 // (or nothing was ever deployed). It returns what is still waited for, ""
 // when the Bundles may be deleted. An unreachable cluster, a cluster off
 // schedule (outside its Schedule's windows) or a paused or rejected Bundle
-// keeps the owner until that changes, or keepResources is unset.
+// keeps the owner until that changes, or keepResources is unset. So does
+// a deployment the Bundle no longer targets but keeps while its cluster is
+// off schedule: nothing here can tell it from a target whose write failed
+// or is yet to show, and skipping one of those would uninstall its
+// release; it is deleted once a window opens, which ends the wait.
 func KeepBeforeDelete(ctx context.Context, c client.Client, namespace string, owned labels.Selector) (string, error) {
 	var bundles fleet.BundleList
 	if err := c.List(ctx, &bundles, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: owned}); err != nil {
@@ -96,15 +100,24 @@ func KeepBeforeDelete(ctx context.Context, c client.Client, namespace string, ow
 	return keepMessage(waiting), nil
 }
 
-// keepHeldBy says why the agent has not deployed bd's keepResources yet:
-// a paused deployment and one of a cluster outside its Schedule's windows
-// are held back by the agent until that changes.
+// keepHeldBy says why the agent has not deployed bd's keepResources yet.
+// It runs once every Bundle has been processed with keepResources, so a
+// deployment whose options (current and staged) still lack it was not
+// written by that pass: its cluster is no longer targeted (a deployment
+// is then kept only while its cluster is off schedule, and deleted with
+// its release uninstalled once a window opens or the Bundle goes) or its
+// target failed. Its paused and offSchedule flags are stale then, so
+// that is told first. A paused deployment and one of a cluster off
+// schedule are held back by the agent until that changes.
 func keepHeldBy(bd *fleet.BundleDeployment) string {
 	switch {
+	case !bd.Spec.Options.KeepResources && !bd.Spec.StagedOptions.KeepResources:
+		return "not updated since keepResources was set: its cluster is no longer targeted " +
+			"(kept only while off schedule, then deleted and its release uninstalled) or its target has an error"
 	case bd.Spec.Paused:
 		return "paused"
 	case bd.Spec.OffSchedule:
-		return "off schedule (its cluster's agent deploys it when a Schedule window opens)"
+		return "off schedule (held until a Schedule window of its cluster opens)"
 	}
 	return "not deployed by its agent yet"
 }

@@ -397,11 +397,13 @@ func (r *Reconciler) writeValues(ctx context.Context, b *fleet.Bundle, bd *fleet
 
 // holdOffSchedule adds to keep the deployments no longer targeted whose
 // cluster is off schedule now: deleting one would make that cluster's agent
-// uninstall the release outside its maintenance window. As in Fleet they
-// go once a window opens (the Cluster's flip requeues every bundle with a
-// deployment there, see enqueueForCluster) or with their Bundle (finalize
-// deletes them all). The deployment's own spec.offSchedule cannot tell: it
-// is no longer refreshed once the cluster is not targeted.
+// uninstall the release outside its maintenance window. Unlike Fleet, which
+// decides by the deployment's own spec.offSchedule (no longer refreshed
+// once the cluster is not targeted, so such a deployment stays until its
+// Bundle is deleted), the cluster's status decides here: they go once a
+// window opens (the Cluster's flip requeues every bundle with a deployment
+// there, see enqueueForCluster) or with their Bundle (finalize deletes
+// them all).
 func (r *Reconciler) holdOffSchedule(ctx context.Context, existing map[string]*fleet.BundleDeployment, keep map[string]bool) error {
 	for ns := range existing {
 		if keep[ns] {

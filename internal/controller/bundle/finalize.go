@@ -85,7 +85,8 @@ func (r *Reconciler) orphaned(ctx context.Context, key types.NamespacedName, liv
 // imports this package): labelled with id, or, for the unsharded replica,
 // not labelled at all. A Bundle whose shard label is empty is no replica's:
 // read as the unsharded replica's, it would be looked at again forever,
-// never to show up in the cache.
+// never to show up in the cache. The manager's
+// TestBundleInShardAgreesWithShardSelector holds the two to one rule.
 func inShard(lbls map[string]string, id string) bool {
 	op, vals := selection.Equals, []string{id}
 	if id == "" {
@@ -97,6 +98,13 @@ func inShard(lbls map[string]string, id string) bool {
 		return false
 	}
 	return labels.NewSelector().Add(*req).Matches(labels.Set(lbls))
+}
+
+// InShard is inShard for the manager's test that holds it to
+// manager.ShardSelector: manager imports this package, so this package
+// cannot use the selector itself, and only that test keeps the two equal.
+func InShard(id string, lbls map[string]string) bool {
+	return inShard(lbls, id)
 }
 
 // forgetBundle drops everything the reconciler remembers of a Bundle it no
