@@ -21,8 +21,13 @@ import (
 )
 
 // agentStopRecheck is how often a removal waiting for the agent's pods to
-// stop looks again: nothing watches them.
-const agentStopRecheck = 5 * time.Second
+// stop looks again: nothing watches them. agentHeldRecheck is how often a
+// removal held by what the manager does not delete (agentRunning,
+// agentStuck) looks again, to finish once it is gone.
+const (
+	agentStopRecheck = 5 * time.Second
+	agentHeldRecheck = time.Minute
+)
 
 // Reasons of the removal of the agent the manager installed, which only
 // Options.LocalAgentDisabled asks for (disableLocalAgent): an agent is
@@ -84,41 +89,48 @@ func agentClientID(cm *corev1.ConfigMap) string {
 // ConfigMap fleet-agent names another clientID: another Cluster's agent
 // lives there now.
 //
-// The agent's credential (agentCredentialOf) goes only when that
-// ConfigMap is the manager's, i.e. when the agent removed is the
-// manager's own, and only once that agent's pods are gone (agentLeftIn):
-// a pod still stopping may renew or store it again, and nothing would
-// look at it after this removal. Until then stopping is true, and nothing
-// but the Deployment has been deleted.
+// The agent removed is the manager's own (mine) when that ConfigMap is
+// the manager's, or when it is gone from the namespace status still
+// records: a removal interrupted after the ConfigMap went, or one that
+// stopped waiting (agentStuck), finishes there. Then what is left of the
+// agent (agentLeftIn, at now) decides the rest, which it returns:
+//   - agentStopping: nothing but the Deployment is deleted yet;
+//   - agentRunning: a Deployment fleet-agent the manager did not make
+//     runs with that configuration and credential: nothing more is
+//     deleted, so that it keeps running;
+//   - agentStuck: the rest goes, but for the credential, which a pod left
+//     may still renew or store again;
+//   - agentGone: the rest goes, with the agent's credential
+//     (agentCredentialOf), which nothing would look at after this.
 //
 // The namespace itself stays, and so does everything else the manager did
 // not make, and the PriorityClass, which is one for the whole cluster.
 // Upstream nothing changes: the old credential is revoked once an agent
 // installed again registers.
-func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string) (removed, stopping bool, err error) {
+func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string, now time.Time) (removed bool, left agentLeft, err error) {
 	cm := &corev1.ConfigMap{}
 	err = down.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentConfigMapName}, cm)
 	switch {
 	case err == nil && agentClientID(cm) != cluster.Spec.ClientID:
 		ctrl.LoggerFrom(ctx).Info("not removing the agent of another cluster", "namespace", ns)
-		return false, false, nil
+		return false, agentGone, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return false, false, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
+		return false, agentGone, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
 	}
-	mine := err == nil && madeByManager(cm)
+	mine := (err == nil && madeByManager(cm)) || (err != nil && ns == cluster.Status.AgentDeployedNamespace)
 	objs := agentObjectsIn(ns)
 	removed, err = deleteIf(ctx, down, objs[0], madeByManager)
 	if err != nil {
-		return removed, false, err
+		return removed, agentGone, err
 	}
 	credential := func(client.Object) bool { return false }
 	if mine {
-		left, err := agentLeftIn(ctx, down, ns)
+		left, err = agentLeftIn(ctx, down, ns, now)
 		switch {
 		case err != nil:
-			return removed, false, err
-		case left == agentStopping:
-			return removed, true, nil
+			return removed, agentGone, err
+		case left == agentStopping || left == agentRunning:
+			return removed, left, nil
 		case left == agentGone:
 			credential = agentCredentialOf(cluster)
 		}
@@ -140,53 +152,11 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 		}
 		deleted, err := deleteIf(ctx, down, obj, made)
 		if err != nil {
-			return removed, false, err
+			return removed, agentGone, err
 		}
 		removed = removed || deleted
 	}
-	return removed, false, nil
-}
-
-// agentLeft is what is left in a namespace of an agent whose Deployment
-// the manager deleted.
-type agentLeft int
-
-const (
-	// agentGone: no Deployment fleet-agent, and none of its ReplicaSets
-	// or pods (label app=fleet-agent), is left.
-	agentGone agentLeft = iota
-	// agentStopping: the Deployment is being deleted, or its ReplicaSets
-	// or pods still are (the garbage collector deletes them after the
-	// Deployment, and pods take their grace period to stop).
-	agentStopping
-	// agentRunning: a Deployment fleet-agent the manager did not make
-	// runs there, with the credential it uses.
-	agentRunning
-)
-
-// agentLeftIn says what is left of the agent in ns. With no
-// kube-controller-manager (as in envtest) a Deployment has neither
-// ReplicaSets nor pods, and the agent is gone once it is deleted.
-func agentLeftIn(ctx context.Context, down client.Client, ns string) (agentLeft, error) {
-	dep := &appsv1.Deployment{}
-	err := down.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleet-agent"}, dep)
-	switch {
-	case err == nil && dep.DeletionTimestamp.IsZero():
-		return agentRunning, nil
-	case err == nil:
-		return agentStopping, nil
-	case !apierrors.IsNotFound(err):
-		return 0, fmt.Errorf("reading Deployment %s/fleet-agent: %w", ns, err)
-	}
-	for _, list := range []client.ObjectList{&appsv1.ReplicaSetList{}, &corev1.PodList{}} {
-		if err := down.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "fleet-agent"}, client.Limit(1)); err != nil {
-			return 0, fmt.Errorf("listing the agent's %T in %s: %w", list, ns, err)
-		}
-		if meta.LenList(list) > 0 {
-			return agentStopping, nil
-		}
-	}
-	return agentGone, nil
+	return removed, left, nil
 }
 
 // agentObjectsIn are the objects AgentObjects makes for an agent in ns,
@@ -266,38 +236,60 @@ func deleteIf(ctx context.Context, down client.Client, obj client.Object, made f
 	return true, nil
 }
 
+// agentRemoval is where the removal of the agents of a cluster stands:
+// the namespace (ns) where one is left, and what of it (left); none when
+// all are removed.
+type agentRemoval struct {
+	ns   string
+	left agentLeft
+}
+
 // removeAgents removes every agent the manager installed for cluster
 // downstream (agentNamespaces, with its agent namespace now), and clears
 // status.agentDeployedNamespace once they are gone. While the pods of one
-// are still stopping (removeAgentIn) it returns that namespace, recorded
-// in status.agentDeployedNamespace so that the next pass goes on there. A
-// failure says so on the Cluster (Imported=False, reason
+// are still stopping (removeAgentIn) it returns that namespace at once;
+// one held by a running agent the manager did not make, or by pods stuck
+// stopping, is returned once the other namespaces are done. Either stays
+// recorded in status.agentDeployedNamespace so that the next pass goes on
+// there. A failure says so on the Cluster (Imported=False, reason
 // AgentRemovalFailed, and a Warning Event when the message is new), and
 // status.agentDeployedNamespace keeps naming a namespace still to be
 // cleaned, so that the returned error's retry tries again.
-func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) (stopping string, err error) {
+func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) (agentRemoval, error) {
+	now := time.Now()
+	held := agentRemoval{}
 	for _, ns := range agentNamespaces(ctx, down, cluster, r.agentNamespace(cluster)) {
-		removed, waiting, err := removeAgentIn(ctx, down, cluster, ns)
-		if err != nil || waiting {
-			// Recorded, so that the retry finds it whatever else changes.
-			cluster.Status.AgentDeployedNamespace = ns
-		}
+		removed, left, err := removeAgentIn(ctx, down, cluster, ns, now)
 		if err != nil {
+			// Recorded, so that the retry finds it whatever else changes;
+			// but a held namespace first, which may have lost its
+			// ConfigMap (agentStuck), while ns keeps its until the end.
+			cluster.Status.AgentDeployedNamespace = ns
+			if held.ns != "" {
+				cluster.Status.AgentDeployedNamespace = held.ns
+			}
 			err = fmt.Errorf("removing the agent the manager installed in namespace %s: %w", ns, err)
 			r.reportRemovalFailure(ctx, cluster, err)
-			return "", err
+			return agentRemoval{}, err
 		}
-		if waiting {
+		switch left {
+		case agentStopping:
+			cluster.Status.AgentDeployedNamespace = ns
 			ctrl.LoggerFrom(ctx).Info("waiting for the pods of the agent installed before to stop", "namespace", ns)
-			return ns, nil
+			return agentRemoval{ns: ns, left: left}, nil
+		case agentRunning, agentStuck:
+			ctrl.LoggerFrom(ctx).Info("the removal of the agent installed before is held", "namespace", ns, "runningAgent", left == agentRunning)
+			if held.ns == "" {
+				held = agentRemoval{ns: ns, left: left}
+			}
 		}
-		if removed {
+		if removed && left != agentRunning {
 			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns)
 			r.event(cluster, corev1.EventTypeNormal, ReasonAgentRemoved, "Import", "removed the agent the manager had installed in namespace %s", ns)
 		}
 	}
-	cluster.Status.AgentDeployedNamespace = ""
-	return "", nil
+	cluster.Status.AgentDeployedNamespace = held.ns
+	return held, nil
 }
 
 // reportRemovalFailure shows on cluster that its agent could not be

@@ -7,7 +7,9 @@ var AgentLeftIn = agentLeftIn
 type AgentLeft = agentLeft
 
 const (
-	AgentGone     = agentGone
-	AgentStopping = agentStopping
-	AgentRunning  = agentRunning
+	AgentGone      = agentGone
+	AgentStopping  = agentStopping
+	AgentRunning   = agentRunning
+	AgentStuck     = agentStuck
+	AgentStopLimit = agentStopLimit
 )

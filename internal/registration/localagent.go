@@ -3,6 +3,7 @@ package registration
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/register"
 )
 
 // Reasons of Imported=False on Cluster "local" with
@@ -43,9 +45,10 @@ func agentRecorded(cluster *fleet.Cluster) bool {
 
 // disableLocalAgent keeps the local cluster without an agent: none is
 // installed, and the one the manager installed before is removed
-// (removeAgents, which may have to wait for its pods to stop: the
-// Cluster is looked at again every agentStopRecheck meanwhile), but only
-// when the kubeconfig Secret reaches the
+// (removeAgents, which may have to wait for its pods to stop, or be held
+// by what the manager does not delete: the Cluster is looked at again
+// every agentStopRecheck, or agentHeldRecheck, meanwhile, and
+// removalReport says why), but only when the kubeconfig Secret reaches the
 // manager's own cluster: both kube-system namespaces have the same UID,
 // as Rancher Fleet checks. The Cluster, its namespace
 // and its BundleDeployments stay; Imported=False says why nothing is
@@ -74,20 +77,40 @@ func (r *ClusterReconciler) disableLocalAgent(ctx context.Context, cluster *flee
 			"bootstrap.localAgentDisabled is set, but the kubeconfig Secret of this Cluster reaches a cluster whose kube-system namespace is not the management cluster's: its agent is left alone")
 		return ctrl.Result{}, nil
 	}
-	stopping, err := r.removeAgents(ctx, cluster, down)
+	state, err := r.removeAgents(ctx, cluster, down)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if stopping != "" {
-		r.markLocalAgent(ctx, cluster, ReasonLocalAgentDisabled, corev1.EventTypeNormal, fmt.Sprintf(
-			"bootstrap.localAgentDisabled is set: the manager installs no agent on the local cluster, and is removing the one it had installed in namespace %s, whose pods are still stopping; its bundles are not deployed", stopping))
-		return ctrl.Result{RequeueAfter: jitter(agentStopRecheck)}, nil
+	if state.ns == "" {
+		cluster.Status.AgentConfigHash = ""
+		cluster.Status.AgentDeployedGeneration = nil
 	}
-	cluster.Status.AgentConfigHash = ""
-	cluster.Status.AgentDeployedGeneration = nil
-	r.markLocalAgent(ctx, cluster, ReasonLocalAgentDisabled, corev1.EventTypeNormal,
-		"bootstrap.localAgentDisabled is set: the manager installs no agent on the local cluster, and removed the one it had installed; its bundles are not deployed")
+	typ, msg, recheck := removalReport(state)
+	r.markLocalAgent(ctx, cluster, ReasonLocalAgentDisabled, typ, msg)
+	if recheck > 0 {
+		return ctrl.Result{RequeueAfter: jitter(recheck)}, nil
+	}
 	return ctrl.Result{}, nil
+}
+
+// removalReport is what Imported=False on Cluster local says (the message
+// and the type of its Event) with the removal of its agent at state, and
+// how soon to look again (0: no need to).
+func removalReport(state agentRemoval) (typ, msg string, recheck time.Duration) {
+	const off = "bootstrap.localAgentDisabled is set: the manager installs no agent on the local cluster"
+	const rest = "; its bundles are not deployed"
+	switch state.left {
+	case agentStopping:
+		return corev1.EventTypeNormal, fmt.Sprintf("%s, and is removing the one it had installed in namespace %s, whose pods are still stopping%s",
+			off, state.ns, rest), agentStopRecheck
+	case agentRunning:
+		return corev1.EventTypeWarning, fmt.Sprintf("%s, but left the one it had installed in namespace %s in place: a Deployment fleet-agent the manager did not make runs there with its configuration and credential; the removal goes on once that Deployment is gone%s",
+			off, state.ns, rest), agentHeldRecheck
+	case agentStuck:
+		return corev1.EventTypeWarning, fmt.Sprintf("%s, and removed the one it had installed in namespace %s but for its credential, Secret %s/%s: pods of that agent have been stopping for more than %s; the manager deletes the Secret once they are gone, or delete it by hand%s",
+			off, state.ns, state.ns, register.AgentSecretName, agentStopLimit, rest), agentHeldRecheck
+	}
+	return corev1.EventTypeNormal, off + ", and removed the one it had installed" + rest, 0
 }
 
 // managerCluster says whether down is the manager's own cluster: its

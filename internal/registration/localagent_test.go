@@ -10,9 +10,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,6 +45,9 @@ const localOffNamespace = "local-off"
 //   - enabled again, the agent installed anew registers with its
 //     bootstrap token and checks in; disabled again, a Secret fleet-agent
 //     there naming another Cluster stays;
+//   - enabled again, its removal is held by a Deployment the manager did
+//     not make, and finishes once the removal is resumed
+//     (checkRemovalHeld);
 //   - Cluster "local" pointed at another cluster (down[0]), whose
 //     kube-system UID is not the management cluster's: its agent is left
 //     alone, and the Cluster says so.
@@ -161,6 +166,10 @@ func TestLocalAgentDisabled(t *testing.T) {
 		t.Errorf("Secret fleet-agent naming Cluster %s: want it kept, got %v", other.Name, err)
 	}
 	stop()
+	if err := up.Client.Delete(ctx, renamed); err != nil {
+		t.Fatal(err)
+	}
+	checkRemovalHeld(t, local, agentNS, withLocalAgent)
 
 	editCluster(t, local, func(s *fleet.ClusterSpec) { s.KubeConfigSecret = "elsewhere-kubeconfig" })
 	stop = withLocalAgent(false)
@@ -293,10 +302,13 @@ func foreignAgent(t *testing.T, cluster *fleet.Cluster, ns string) []client.Obje
 }
 
 // agentPod creates in ns of up a pod as the agent's Deployment would
-// run it (label app=fleet-agent).
+// run it: label app=fleet-agent, controlled by the ReplicaSet named after
+// its pod-template-hash (gone already).
 func agentPod(t *testing.T, ns string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-stopping", Namespace: ns, Labels: map[string]string{"app": "fleet-agent"}},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent-stopping", Namespace: ns,
+		Labels:          map[string]string{"app": "fleet-agent", appsv1.DefaultDeploymentUniqueLabelKey: "5d8f"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "fleet-agent-5d8f", UID: "fleet-agent-5d8f", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{ServiceAccountName: "fleet-agent", AutomountServiceAccountToken: new(bool),
 			Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent"}}}}
 	if err := up.Client.Create(context.Background(), pod); err != nil {
@@ -337,4 +349,75 @@ func waitLocalAgentMessage(t *testing.T, cluster *fleet.Cluster, part string) *f
 		return nil
 	})
 	return c
+}
+
+// checkRemovalHeld installs the agent of cluster in agentNS again with
+// withLocalAgent, and replaces its Deployment by one the manager did not
+// make, which runs with the agent's ConfigMap and a credential stored for
+// cluster. Disabled, the removal is held: nothing more is deleted there,
+// the namespace stays recorded, and the Cluster and a Warning Event say
+// why. That Deployment and the ConfigMap then deleted (a removal
+// interrupted after the ConfigMap went), the next start finishes the
+// removal, credential included.
+func checkRemovalHeld(t *testing.T, cluster *fleet.Cluster, agentNS string, withLocalAgent func(bool) func()) {
+	t.Helper()
+	ctx := context.Background()
+	stop := withLocalAgent(false)
+	waitImported(t, cluster)
+	deployment := agentDeployment(t, up, agentNS)
+	stop()
+	if err := up.Client.Delete(ctx, deployment); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "fleet-agent"}
+	foreign := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS,
+		Labels: map[string]string{registration.AgentManagedByLabel: "Helm"}}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "fleet-agent", Image: "rancher/fleet-agent"}}}},
+	}}
+	cred := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.AgentSecretName, Namespace: agentNS}, Data: map[string][]byte{
+		register.KeyKubeconfig: []byte("apiVersion: v1\nkind: Config\n"), register.KeyClusterNamespace: []byte(cluster.Namespace),
+		register.KeyClusterName: []byte(cluster.Name)}}
+	for _, o := range []client.Object{foreign, cred} {
+		if err := up.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}}
+	serviceAccount := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fleet-agent", Namespace: agentNS}}
+	kept := []client.Object{foreign, cred, configMap, serviceAccount,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: register.BootstrapSecretName, Namespace: agentNS}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: agentNS + "-fleet-agent-role"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: agentNS + "-fleet-agent-role-binding"}}}
+
+	stop = withLocalAgent(true)
+	c := waitLocalAgentMessage(t, cluster, "the manager did not make runs there")
+	waitEvent(t, up, localOffNamespace, registration.ReasonLocalAgentDisabled, "did not make")
+	if c.Status.AgentDeployedNamespace != agentNS {
+		t.Errorf("agentDeployedNamespace while the removal is held: %q, want %q", c.Status.AgentDeployedNamespace, agentNS)
+	}
+	for _, o := range kept {
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Errorf("%T %s while a Deployment the manager did not make runs: want it kept, got %v", o, client.ObjectKeyFromObject(o), err)
+		}
+	}
+	stop()
+
+	for _, o := range []client.Object{foreign, configMap} {
+		if err := up.Client.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop = withLocalAgent(true)
+	c = waitLocalAgentMessage(t, cluster, "removed the one it had installed;")
+	if c.Status.AgentDeployedNamespace != "" {
+		t.Errorf("agentDeployedNamespace after the removal: %q", c.Status.AgentDeployedNamespace)
+	}
+	for _, o := range []client.Object{cred, serviceAccount} {
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s after the interrupted removal resumed: want it deleted, got %v", o, client.ObjectKeyFromObject(o), err)
+		}
+	}
+	stop()
 }
