@@ -37,7 +37,7 @@ func main() {
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "use a Lease so that only one replica acts")
 	gitOps := fs.Bool("gitops", true, "run the GitRepo controller and its git webhook receiver; false leaves GitRepos as they are (their Bundles stay deployed)")
 	helmOps := fs.Bool("helmops", true, "run the HelmOp controller (charts from repositories without git)")
-	fs.BoolVar(&opts.Schedules, "schedules", envBool(schedule.EnvEnable), "run the Schedule controller (experimental, as in Rancher Fleet): Clusters targeted by a Schedule deploy changes only inside its windows (env "+schedule.EnvEnable+"=true); off, no cluster is held: Cluster flags a Schedule set are cleared and deleted Schedules released")
+	fs.BoolVar(&opts.Schedules, "schedules", envBool(schedule.EnvEnable), "run the Schedule controller (experimental, as in Rancher Fleet): Clusters targeted by a Schedule deploy changes only inside its windows (env "+schedule.EnvEnable+"=true); off, Cluster flags are left as they are (held clusters stay held, as in Rancher Fleet); only a deleted Schedule clears its clusters' flags (those no remaining Schedule lists) and is released")
 	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 30*time.Second, "lease duration")
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 25*time.Second, "lease renew deadline")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 10*time.Second, "lease retry period")

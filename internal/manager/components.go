@@ -8,7 +8,9 @@ var components = []Component{
 	{Name: "cluster-status", Setup: setupClusterStatus, Unsharded: true},
 	{Name: "gitops", Setup: setupGitOps},
 	{Name: "helmop", Setup: setupHelmOp, CRD: "HelmOp", Enabled: func(o Options) bool { return !o.DisableHelmOps }},
-	// Disabled or not: disabled, it releases what Schedules hold.
-	{Name: "schedule", Setup: setupSchedule, Unsharded: true, CRD: "Schedule"},
+	{Name: "schedule", Setup: setupSchedule, Unsharded: true, CRD: "Schedule", Enabled: func(o Options) bool { return o.Schedules }},
+	// Disabled, deleted Schedules are still released; without their CRD
+	// there is none, so nothing is awaited.
+	{Name: "schedule-disabled", Setup: setupScheduleDisabled, Unsharded: true, Enabled: func(o Options) bool { return !o.Schedules }},
 	{Name: "operations", Setup: setupOperations},
 }

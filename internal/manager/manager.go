@@ -66,9 +66,11 @@ type Options struct {
 	// helmops.enabled=false): HelmOps are then not acted upon.
 	DisableHelmOps bool
 	// Schedules runs the Schedule controller (Rancher Fleet's experimental
-	// EXPERIMENTAL_SCHEDULES=true; --schedules). Off, no cluster is held:
-	// a small reconciler clears the Cluster flags a Schedule set and
-	// releases Schedules being deleted (schedule.SetupDisabled).
+	// EXPERIMENTAL_SCHEDULES=true; --schedules). Off, Cluster flags are
+	// left as they are (held clusters stay held, as in Rancher Fleet):
+	// only a Schedule being deleted clears its clusters' flags (those no
+	// remaining Schedule lists) and loses its finalizer
+	// (schedule.SetupDisabled).
 	Schedules bool
 	// policies tells the controllers whether the API server serves
 	// Policies yet (set by New; see policy.Gate).

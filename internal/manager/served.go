@@ -82,11 +82,14 @@ func (p *servedKindsPoller) Start(ctx context.Context) error {
 	if p.done() {
 		return nil
 	}
+	// Setup gets the manager's context: what it starts lives as long as
+	// the manager, not as long as this polling.
+	life := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	log := ctrl.Log.WithName("served-kinds")
-	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
-		if p.check(ctx, log) {
+	wait.JitterUntilWithContext(ctx, func(context.Context) {
+		if p.check(life, log) {
 			stop()
 		}
 	}, servedRecheck, servedJitter, true)
@@ -99,8 +102,9 @@ func (p *servedKindsPoller) done() bool {
 }
 
 // check asks discovery once and acts on the kinds now served; it reports
-// whether nothing is awaited any more. A kind still missing is not logged:
-// New said so once.
+// whether nothing is awaited any more. ctx is the manager's lifetime: the
+// components set up here keep it. A kind still missing is not logged: New
+// said so once.
 func (p *servedKindsPoller) check(ctx context.Context, log logr.Logger) bool {
 	list, err := servedKinds(p.cfg)
 	if err != nil {

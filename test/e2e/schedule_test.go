@@ -67,8 +67,7 @@ func TestScheduleHoldsChangesOutsideWindows(t *testing.T) {
 	sc.app = sc.ws + "-app"
 	up := upstream.Client
 
-	stopManager := startScheduleManager(t, ctx)
-	defer stopManager()
+	startScheduleManager(t, ctx)
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sc.ws}})).To(Succeed())
 	cluster, agentDone := sc.registerAgent(t)
 	sc.cluster = cluster
@@ -146,25 +145,42 @@ func TestScheduleHoldsChangesOutsideWindows(t *testing.T) {
 }
 
 // startScheduleManager runs a manager with Schedules enabled until ctx
-// ends or the returned stop is called (which waits for it to stop).
-func startScheduleManager(t *testing.T, ctx context.Context) (stop func()) {
+// ends or the test ends (stopManager waits for it to stop).
+func startScheduleManager(t *testing.T, ctx context.Context) {
 	t.Helper()
 	mctx, cancel := context.WithCancel(ctx)
 	mgr, err := manager.New(mctx, upstream.Config, manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
 		AgentCheckinInterval: 5 * time.Second, Schedules: true,
 	})
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stopManager(t, func() error { return mgr.Start(mctx) }, cancel)
+}
+
+// stopManager runs start (a manager's Start) in the background and, when
+// the test ends, cancels its context and waits for it to return, so that
+// the managers of consecutive tests never run at the same time.
+func stopManager(t *testing.T, start func() error, cancel context.CancelFunc) {
+	t.Helper()
 	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(mctx) }()
-	return func() {
+	go func() {
+		defer close(done)
+		if err := start(); err != nil {
+			t.Logf("manager stopped: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			t.Error("manager did not stop")
+			t.Error("manager still running 30s after its context was cancelled; waiting")
+			<-done
 		}
-	}
+	})
 }
 
 // registerAgent registers the downstream cluster in the run's workspace

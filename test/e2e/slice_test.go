@@ -57,7 +57,7 @@ func TestVerticalSlice(t *testing.T) {
 		BootstrapNamespace:   "fleet-local",
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	go func() { _ = mgr.Start(ctx) }()
+	stopManager(t, func() error { return mgr.Start(ctx) }, cancel)
 
 	// 1. A workspace for the token and the cluster.
 	g.Expect(up.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}})).To(Succeed())

@@ -297,13 +297,14 @@ func newFailure(prev, next fleet.ScheduleStatus) *fleet.ScheduleCondition {
 
 // wakeAfter is how long until just after the next window start or end of
 // e: never before the boundary, so that the reconcile then sees the new
-// state, plus up to a second of jitter. An invalid spec, or one that never
-// starts again, is looked at again after maxWait.
+// state, plus up to a second of jitter. An invalid spec is looked at
+// again at its Retry (overlapping windows: the next start), otherwise,
+// like one that never starts again, after maxWait.
 func wakeAfter(e Evaluation, now time.Time) time.Duration {
-	if e.Err != nil {
-		return maxWait
-	}
 	b := e.Window.NextBoundary()
+	if e.Err != nil {
+		b = e.Retry
+	}
 	if b.IsZero() || b.Sub(now) > maxWait {
 		return maxWait
 	}

@@ -29,6 +29,10 @@ type Evaluation struct {
 	// Frozen are the clusters an invalid Schedule matched when it was last
 	// valid (its status.matchingClusters).
 	Frozen []string
+	// Retry is when an invalid Schedule is worth evaluating again before
+	// maxWait: the next start, for windows refused as overlapping (the
+	// gap between the next two starts changes with the date).
+	Retry time.Time
 }
 
 // ClusterInfos pairs each cluster with its ClusterGroups, once per pass:
@@ -50,7 +54,9 @@ func Evaluate(s *fleet.Schedule, clusters []target.ClusterInfo, now time.Time) E
 	e := Evaluation{Name: s.Name}
 	timing, err := ParseTiming(s.Spec, now)
 	if err == nil && !validAtGeneration(s) {
-		err = timing.CheckOverlap(now)
+		if err = timing.CheckOverlap(now); err != nil {
+			e.Retry = timing.At(now).NextStart
+		}
 	}
 	if err == nil {
 		e.Matching, err = Matching(s, clusters)
@@ -163,12 +169,18 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 // the cache shows them, differ from want, and every cluster of forced
 // (the clusters of Schedules being deleted) whatever the cache shows, so
 // that a lagging cache cannot leave a deleted Schedule's flags behind.
-// Clusters want leaves out (frozen) get nothing. Pure.
+// Clusters want leaves out (frozen by an invalid Schedule) get nothing,
+// unless forced: a deleted Schedule freezes nothing, so its clusters that
+// no valid Schedule matches are cleared. Pure.
 func Writes(want map[string]Flags, clusters []fleet.Cluster, forced []string) map[string]Flags {
 	out := map[string]Flags{}
 	for i := range clusters {
 		c := &clusters[i]
-		if f, ok := want[c.Name]; ok && (f != FlagsOf(c) || slices.Contains(forced, c.Name)) {
+		f, ok := want[c.Name]
+		switch {
+		case slices.Contains(forced, c.Name):
+			out[c.Name] = f
+		case ok && f != FlagsOf(c):
 			out[c.Name] = f
 		}
 	}

@@ -161,7 +161,8 @@ func TestComputeStatus(t *testing.T) {
 
 // TestWrites: a pass writes the clusters whose cached flags differ from
 // the wanted ones, and the clusters of Schedules being deleted whatever
-// the cache shows; frozen clusters get nothing.
+// the cache shows; frozen clusters get nothing, unless a deleted Schedule
+// had them (it freezes nothing any more): they are cleared.
 func TestWrites(t *testing.T) {
 	flagged := cluster("flagged", nil)
 	flagged.Status.Scheduled = true
@@ -174,7 +175,7 @@ func TestWrites(t *testing.T) {
 	}{
 		{name: "only what differs", want: map[string]Flags{"flagged": {}}},
 		{name: "a deleted Schedule's clusters are written even when the cache shows them clear", forced: []string{"forced", "frozen"},
-			want: map[string]Flags{"flagged": {}, "forced": {}}},
+			want: map[string]Flags{"flagged": {}, "forced": {}, "frozen": {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Writes(want, clusters, tc.forced); !reflect.DeepEqual(got, tc.want) {
@@ -204,6 +205,15 @@ func TestEvaluateKeepsAValidGeneration(t *testing.T) {
 	}
 	if e := Evaluate(s, clusters, january); e.Err == nil || e.Err.Reason != ReasonInvalidDuration {
 		t.Errorf("January, never found valid: %+v, want %s", e.Err, ReasonInvalidDuration)
+	}
+	// Refused by date: looked at again just after the next start, when
+	// the next two starts are 31 days apart and Rancher's rule accepts it.
+	lastDay, feb1 := at("2031-01-31T12:00:00Z"), at("2031-02-01T00:00:00Z")
+	if e := Evaluate(s, clusters, lastDay); e.Err == nil || !e.Retry.Equal(feb1) || wakeAfter(e, lastDay) <= feb1.Sub(lastDay) || wakeAfter(e, lastDay) > 13*time.Hour {
+		t.Errorf("31 January: %v, retry at %s (wake after %s), want just after %s", e.Err, e.Retry, wakeAfter(e, lastDay), feb1)
+	}
+	if e := Evaluate(s, clusters, feb1.Add(time.Second)); e.Err != nil {
+		t.Errorf("1 February: %v", e.Err)
 	}
 	s.Status = ComputeStatus(s, e, june)
 	if e := Evaluate(s, clusters, january); e.Err != nil || !reflect.DeepEqual(e.Matching, []string{"a"}) {
@@ -236,6 +246,37 @@ func TestNewFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := newFailure(tc.prev, bad) != nil; got != tc.event {
 				t.Errorf("event %v, want %v", got, tc.event)
+			}
+		})
+	}
+}
+
+// TestReleasedClusters: disabled, a deleted Schedule clears the clusters
+// its status lists, except those another Schedule not being deleted
+// lists.
+func TestReleasedClusters(t *testing.T) {
+	listing := func(name string, deleting bool, clusters ...string) fleet.Schedule {
+		s := fleet.Schedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws"}}
+		if deleting {
+			s.DeletionTimestamp = &metav1.Time{Time: at("2030-06-15T12:00:00Z")}
+		}
+		s.Status.MatchingClusters = clusters
+		return s
+	}
+	deleted := listing("deleted", true, "a", "b", "c")
+	for _, tc := range []struct {
+		name   string
+		others []fleet.Schedule
+		want   []string
+	}{
+		{name: "alone", want: []string{"a", "b", "c"}},
+		{name: "another lists b", others: []fleet.Schedule{listing("other", false, "b", "z")}, want: []string{"a", "c"}},
+		{name: "another being deleted keeps nothing", others: []fleet.Schedule{listing("gone", true, "a")}, want: []string{"a", "b", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := append([]fleet.Schedule{deleted}, tc.others...)
+			if got := releasedClusters(&deleted, all); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
