@@ -262,9 +262,11 @@ func TestRancherReleaseAdoptedByLabellingItsStorage(t *testing.T) {
 // rancherCRD is a CRD of group fleet.cattle.io as Rancher Fleet's
 // fleet-crd chart ships it (in templates/, so Helm manages it like any
 // object of the release).
-func rancherCRD(plural, kind string) string {
-	return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: " + plural + ".fleet.cattle.io\n" +
-		"spec:\n  group: fleet.cattle.io\n  names: {kind: " + kind + ", plural: " + plural + ", singular: " + strings.ToLower(kind) + "}\n" +
+func rancherCRD(plural, kind string) string { return rancherCRDIn("fleet.cattle.io", plural, kind) }
+
+func rancherCRDIn(group, plural, kind string) string {
+	return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: " + plural + "." + group + "\n" +
+		"spec:\n  group: " + group + "\n  names: {kind: " + kind + ", plural: " + plural + ", singular: " + strings.ToLower(kind) + "}\n" +
 		"  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n" +
 		"    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n    subresources: {status: {}}\n"
 }
@@ -272,7 +274,8 @@ func rancherCRD(plural, kind string) string {
 // Migrating the CRDs (docs/migration.md): this project's fleet-crd chart
 // upgrades Rancher Fleet's release of the same name and namespace in
 // place. The CRDs both charts have are taken over (objects kept, same
-// UIDs); a CRD only Rancher's chart has (ImageScan, Schedule) is deleted
+// UIDs; Schedule among them since this project serves it); a CRD only
+// Rancher's chart has (ImageScan, on old releases gitjob.cattle.io's GitJob) is deleted
 // by Helm, and every object of its kind with it, unless it carries
 // helm.sh/resource-policy: keep when the upgrade runs.
 func TestFleetCRDChartUpgradesRancherRelease(t *testing.T) {
@@ -306,7 +309,8 @@ func TestFleetCRDChartUpgradesRancherRelease(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(rancher, "templates"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	crds := rancherCRD("gitrepos", "GitRepo") + "---\n" + rancherCRD("imagescans", "ImageScan") + "---\n" + rancherCRD("schedules", "Schedule")
+	crds := rancherCRD("gitrepos", "GitRepo") + "---\n" + rancherCRD("imagescans", "ImageScan") + "---\n" + rancherCRD("schedules", "Schedule") +
+		"---\n" + rancherCRDIn("gitjob.cattle.io", "gitjobs", "GitJob")
 	for name, content := range map[string]string{"Chart.yaml": "apiVersion: v2\nname: fleet-crd\nversion: 107.0.0\n",
 		"templates/crds.yaml": crds} {
 		if err := os.WriteFile(filepath.Join(rancher, name), []byte(content), 0o644); err != nil {
@@ -323,11 +327,14 @@ func TestFleetCRDChartUpgradesRancherRelease(t *testing.T) {
 	if _, err := down.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crd-migr"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	uids := map[string]types.UID{}
-	for _, o := range []struct{ resource, kind string }{{resource: "gitrepos", kind: "GitRepo"}, {resource: "imagescans", kind: "ImageScan"}, {resource: "schedules", kind: "Schedule"}} {
-		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.cattle.io/v1alpha1", "kind": o.kind,
+	kinds := []struct{ group, resource, kind string }{{group: "fleet.cattle.io", resource: "gitrepos", kind: "GitRepo"},
+		{group: "fleet.cattle.io", resource: "imagescans", kind: "ImageScan"}, {group: "fleet.cattle.io", resource: "schedules", kind: "Schedule"},
+		{group: "gitjob.cattle.io", resource: "gitjobs", kind: "GitJob"}}
+	uids := map[schema.GroupVersionResource]types.UID{}
+	for _, o := range kinds {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": o.group + "/v1alpha1", "kind": o.kind,
 			"metadata": map[string]any{"name": "x", "namespace": "crd-migr"}, "spec": map[string]any{}}}
-		gvr := schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: o.resource}
+		gvr := schema.GroupVersionResource{Group: o.group, Version: "v1alpha1", Resource: o.resource}
 		var created *unstructured.Unstructured
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			var err error
@@ -337,7 +344,7 @@ func TestFleetCRDChartUpgradesRancherRelease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("creating a %s: %v", o.kind, err)
 		}
-		uids[o.resource] = created.GetUID()
+		uids[gvr] = created.GetUID()
 	}
 
 	// The operator step: keep what only Rancher's chart has (here only
@@ -356,23 +363,22 @@ func TestFleetCRDChartUpgradesRancherRelease(t *testing.T) {
 	if cols, _, _ := unstructured.NestedSlice(versions[0].(map[string]any), "additionalPrinterColumns"); len(cols) == 0 {
 		t.Errorf("the GitRepo CRD is still Rancher's: no printer columns")
 	}
-	for resource, uid := range uids {
-		gvr := schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: resource}
+	for gvr, uid := range uids {
 		got, err := dyn.Resource(gvr).Namespace("crd-migr").Get(ctx, "x", metav1.GetOptions{})
 		switch {
-		case resource == "schedules":
+		case gvr.Resource == "gitjobs":
 			// A deleted CRD goes once the API server removed its objects.
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				_, err := dyn.Resource(crdGVR).Get(ctx, "schedules.fleet.cattle.io", metav1.GetOptions{})
+				_, err := dyn.Resource(crdGVR).Get(ctx, "gitjobs.gitjob.cattle.io", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
 			if err != nil {
-				t.Errorf("the Schedule CRD without keep is still there: want it deleted by the upgrade, with its objects")
+				t.Errorf("the GitJob CRD without keep is still there: want it deleted by the upgrade, with its objects")
 			}
 		case err != nil:
-			t.Errorf("%s x after the upgrade: %v", resource, err)
+			t.Errorf("%s x after the upgrade: %v", gvr.Resource, err)
 		case got.GetUID() != uid:
-			t.Errorf("%s x was recreated", resource)
+			t.Errorf("%s x was recreated", gvr.Resource)
 		}
 	}
 	if out := helmCLI("history", "fleet-crd", "-n", "cattle-fleet-system"); !strings.Contains(out, "fleet-crd-0.1.0") {
