@@ -3,6 +3,7 @@ package registration
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,9 +15,11 @@ import (
 
 // agentStopLimit is how long the removal of the manager's agent waits for
 // its Deployment, ReplicaSets and pods to go once they are being deleted
-// (a pod's wait starts when its grace period ends). Past it the removal
-// stops waiting: what holds them (a finalizer, a node gone) is not the
-// manager's to lift, and the user is told.
+// (a pod's wait starts when its grace period ends), or, for those not
+// marked for deletion yet (the garbage collector has not reached them),
+// since the removal first saw them (agentLeftIn's since). Past it the
+// removal stops waiting: what holds them (a finalizer, a node gone) is not
+// the manager's to lift, and the user is told.
 const agentStopLimit = 10 * time.Minute
 
 // agentLeft is what is left in a namespace of an agent whose Deployment
@@ -32,7 +35,7 @@ const (
 	// Deployment, and pods take their grace period to stop).
 	agentStopping
 	// agentRunning: a Deployment fleet-agent the manager did not make
-	// runs there, with the credential it uses.
+	// runs there, which may use the agent's configuration and credential.
 	agentRunning
 	// agentStuck: all that is left of the agent has been being deleted for
 	// longer than agentStopLimit.
@@ -44,7 +47,11 @@ const (
 // pods (agentPod). Other workloads labelled app=fleet-agent do not count.
 // With no kube-controller-manager (as in envtest) a Deployment has
 // neither ReplicaSets nor pods, and the agent is gone once it is deleted.
-func agentLeftIn(ctx context.Context, down client.Client, ns string, now time.Time) (agentLeft, error) {
+// Objects not marked for deletion yet count as being deleted since the
+// Deployment's deletion while it is held (a finalizer: the garbage
+// collector then marks none of them), or else since since, when the
+// removal first saw the agent stopping.
+func agentLeftIn(ctx context.Context, down client.Client, ns string, since, now time.Time) (agentLeft, error) {
 	var deleting []*metav1.Time
 	dep := &appsv1.Deployment{}
 	err := down.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleet-agent"}, dep)
@@ -53,6 +60,7 @@ func agentLeftIn(ctx context.Context, down client.Client, ns string, now time.Ti
 		return agentRunning, nil
 	case err == nil:
 		deleting = append(deleting, dep.DeletionTimestamp)
+		since = dep.DeletionTimestamp.Time
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("reading Deployment %s/fleet-agent: %w", ns, err)
 	}
@@ -78,7 +86,7 @@ func agentLeftIn(ctx context.Context, down client.Client, ns string, now time.Ti
 			deleting = append(deleting, pods.Items[i].DeletionTimestamp)
 		}
 	}
-	return stopState(deleting, now), nil
+	return stopState(deleting, since, now), nil
 }
 
 // agentReplicaSet says whether rs is one the Deployment fleet-agent of its
@@ -105,17 +113,41 @@ func agentPod(pod *corev1.Pod, sets map[string]bool) bool {
 }
 
 // stopState is what is left of an agent whose objects still there have
-// these deletion timestamps (nil: not being deleted yet): gone when none
-// is left, stuck when all have been being deleted for longer than
-// agentStopLimit at now, stopping otherwise.
-func stopState(deleting []*metav1.Time, now time.Time) agentLeft {
+// these deletion timestamps (nil: not marked yet, which counts from
+// since): gone when none is left, stuck when all have been being deleted
+// for longer than agentStopLimit at now, stopping otherwise.
+func stopState(deleting []*metav1.Time, since, now time.Time) agentLeft {
 	if len(deleting) == 0 {
 		return agentGone
 	}
 	for _, t := range deleting {
-		if t == nil || now.Sub(t.Time) < agentStopLimit {
+		from := since
+		if t != nil {
+			from = t.Time
+		}
+		if now.Sub(from) < agentStopLimit {
 			return agentStopping
 		}
 	}
 	return agentStuck
+}
+
+// agentStopSeen records, per Cluster UID and namespace, when a removal
+// first saw an agent stopping, so that objects the garbage collector never
+// marks for deletion still end the wait after agentStopLimit. It is kept
+// in memory only: a restarted manager starts the clock again, which at
+// most delays the Warning by another agentStopLimit.
+var agentStopSeen sync.Map
+
+// stopSince is when the removal of the agent of cluster uid in ns first
+// saw it stopping, now when this is the first time.
+func stopSince(uid, ns string, now time.Time) time.Time {
+	t, _ := agentStopSeen.LoadOrStore(uid+"/"+ns, now)
+	return t.(time.Time)
+}
+
+// stopSeenDone forgets when the agent of cluster uid in ns was first seen
+// stopping, once it no longer is.
+func stopSeenDone(uid, ns string) {
+	agentStopSeen.Delete(uid + "/" + ns)
 }

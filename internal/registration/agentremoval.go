@@ -90,16 +90,17 @@ func agentClientID(cm *corev1.ConfigMap) string {
 // lives there now.
 //
 // The agent removed is the manager's own (mine) when that ConfigMap is
-// the manager's, or when it is gone from the namespace status still
-// records: a removal interrupted after the ConfigMap went, or one that
-// stopped waiting (agentStuck), finishes there. Then what is left of the
-// agent (agentLeftIn, at now) decides the rest, which it returns:
+// the manager's; the credential goes before it, so that a removal
+// interrupted in between finds the namespace again by its ConfigMap.
+// Then what is left of the agent (agentLeftIn, counting from since, at
+// now) decides the rest, which it returns:
 //   - agentStopping: nothing but the Deployment is deleted yet;
 //   - agentRunning: a Deployment fleet-agent the manager did not make
-//     runs with that configuration and credential: nothing more is
-//     deleted, so that it keeps running;
+//     runs there, maybe with that configuration and credential: nothing
+//     more is deleted, so that it keeps running;
 //   - agentStuck: the rest goes, but for the credential, which a pod left
-//     may still renew or store again;
+//     may still renew or store again, and the ConfigMap, which brings a
+//     later pass back to finish once those pods are gone;
 //   - agentGone: the rest goes, with the agent's credential
 //     (agentCredentialOf), which nothing would look at after this.
 //
@@ -107,7 +108,7 @@ func agentClientID(cm *corev1.ConfigMap) string {
 // not make, and the PriorityClass, which is one for the whole cluster.
 // Upstream nothing changes: the old credential is revoked once an agent
 // installed again registers.
-func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string, now time.Time) (removed bool, left agentLeft, err error) {
+func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Cluster, ns string, since, now time.Time) (removed bool, left agentLeft, err error) {
 	cm := &corev1.ConfigMap{}
 	err = down.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentConfigMapName}, cm)
 	switch {
@@ -117,15 +118,16 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, agentGone, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
 	}
-	mine := (err == nil && madeByManager(cm)) || (err != nil && ns == cluster.Status.AgentDeployedNamespace)
+	mine := err == nil && madeByManager(cm)
 	objs := agentObjectsIn(ns)
 	removed, err = deleteIf(ctx, down, objs[0], madeByManager)
 	if err != nil {
 		return removed, agentGone, err
 	}
-	credential := func(client.Object) bool { return false }
+	keep := func(client.Object) bool { return false }
+	credential, configMap := keep, madeByManager
 	if mine {
-		left, err = agentLeftIn(ctx, down, ns, now)
+		left, err = agentLeftIn(ctx, down, ns, since, now)
 		switch {
 		case err != nil:
 			return removed, agentGone, err
@@ -133,11 +135,15 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 			return removed, left, nil
 		case left == agentGone:
 			credential = agentCredentialOf(cluster)
+		case left == agentStuck:
+			configMap = keep
 		}
 	}
 	for _, obj := range objs[1:] {
 		made := madeByManager
 		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			made = configMap
 		case *corev1.ServiceAccount:
 			// Applied with no field the API server tracks, so its
 			// managedFields never name the manager: the ConfigMap
@@ -249,25 +255,26 @@ type agentRemoval struct {
 // status.agentDeployedNamespace once they are gone. While the pods of one
 // are still stopping (removeAgentIn) it returns that namespace at once;
 // one held by a running agent the manager did not make, or by pods stuck
-// stopping, is returned once the other namespaces are done. Either stays
-// recorded in status.agentDeployedNamespace so that the next pass goes on
-// there. A failure says so on the Cluster (Imported=False, reason
+// stopping, is returned once the other namespaces are done, and recorded
+// in status.agentDeployedNamespace; every namespace keeps its ConfigMap
+// until its removal is done, so that later passes find each again. A
+// failure says so on the Cluster (Imported=False, reason
 // AgentRemovalFailed, and a Warning Event when the message is new), and
 // status.agentDeployedNamespace keeps naming a namespace still to be
 // cleaned, so that the returned error's retry tries again.
 func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Cluster, down client.Client) (agentRemoval, error) {
 	now := time.Now()
 	held := agentRemoval{}
+	uid := string(cluster.UID)
 	for _, ns := range agentNamespaces(ctx, down, cluster, r.agentNamespace(cluster)) {
-		removed, left, err := removeAgentIn(ctx, down, cluster, ns, now)
+		removed, left, err := removeAgentIn(ctx, down, cluster, ns, stopSince(uid, ns, now), now)
+		if left != agentStopping && left != agentStuck {
+			stopSeenDone(uid, ns)
+		}
 		if err != nil {
-			// Recorded, so that the retry finds it whatever else changes;
-			// but a held namespace first, which may have lost its
-			// ConfigMap (agentStuck), while ns keeps its until the end.
+			// Recorded, so that the retry finds it whatever else changes
+			// (each namespace keeps its ConfigMap until the end anyway).
 			cluster.Status.AgentDeployedNamespace = ns
-			if held.ns != "" {
-				cluster.Status.AgentDeployedNamespace = held.ns
-			}
 			err = fmt.Errorf("removing the agent the manager installed in namespace %s: %w", ns, err)
 			r.reportRemovalFailure(ctx, cluster, err)
 			return agentRemoval{}, err
@@ -283,13 +290,20 @@ func (r *ClusterReconciler) removeAgents(ctx context.Context, cluster *fleet.Clu
 				held = agentRemoval{ns: ns, left: left}
 			}
 		}
-		if removed && left != agentRunning {
+		if removalDone(removed, left) {
 			ctrl.LoggerFrom(ctx).Info("removed the agent installed before", "namespace", ns)
 			r.event(cluster, corev1.EventTypeNormal, ReasonAgentRemoved, "Import", "removed the agent the manager had installed in namespace %s", ns)
 		}
 	}
 	cluster.Status.AgentDeployedNamespace = held.ns
 	return held, nil
+}
+
+// removalDone says whether a pass that deleted (removed) and left this in
+// a namespace finished the removal of its agent there, which an
+// AgentRemoved Event then tells: not while it is held or waits.
+func removalDone(removed bool, left agentLeft) bool {
+	return removed && left == agentGone
 }
 
 // reportRemovalFailure shows on cluster that its agent could not be

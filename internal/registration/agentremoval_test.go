@@ -54,6 +54,7 @@ func TestAgentLeftIn(t *testing.T) {
 		objs   func(ns string) []client.Object
 		delete bool      // the first object is deleted, a finalizer holding it
 		at     time.Time // when agentLeftIn looks; now when zero
+		seen   time.Time // when the removal first saw it stopping; at when zero
 		want   registration.AgentLeft
 	}{
 		{name: "nothing", objs: func(string) []client.Object { return nil }, want: registration.AgentGone},
@@ -101,6 +102,14 @@ func TestAgentLeftIn(t *testing.T) {
 			rs := replicaSet(ns, "fleet-agent-8", agentRS)
 			return []client.Object{p, rs}
 		}},
+		{name: "replicaset never marked", at: later, seen: time.Now(), want: registration.AgentStuck, objs: func(ns string) []client.Object {
+			return []client.Object{replicaSet(ns, "fleet-agent-9", agentRS)}
+		}},
+		{name: "deployment held, replicaset not marked", delete: true, at: later, want: registration.AgentStuck, objs: func(ns string) []client.Object {
+			d := deployment(ns)
+			d.SetFinalizers([]string{"fleet-test/hold"})
+			return []client.Object{d, replicaSet(ns, "fleet-agent-10", agentRS)}
+		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +147,11 @@ func TestAgentLeftIn(t *testing.T) {
 			if at.IsZero() {
 				at = time.Now()
 			}
-			got, err := registration.AgentLeftIn(ctx, up.Client, ns, at)
+			seen := tc.seen
+			if seen.IsZero() {
+				seen = at
+			}
+			got, err := registration.AgentLeftIn(ctx, up.Client, ns, seen, at)
 			if err != nil || got != tc.want {
 				t.Errorf("agentLeftIn: got %v, %v; want %v", got, err, tc.want)
 			}

@@ -4,6 +4,13 @@ package registration
 // API server, what the removal of an agent waits for.
 var AgentLeftIn = agentLeftIn
 
+// RemoveAgentIn and AgentNamespaces let them check what a removal that
+// stopped waiting keeps, and that a later pass finds and finishes it.
+var (
+	RemoveAgentIn   = removeAgentIn
+	AgentNamespaces = agentNamespaces
+)
+
 type AgentLeft = agentLeft
 
 const (

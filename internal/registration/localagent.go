@@ -104,11 +104,11 @@ func removalReport(state agentRemoval) (typ, msg string, recheck time.Duration) 
 		return corev1.EventTypeNormal, fmt.Sprintf("%s, and is removing the one it had installed in namespace %s, whose pods are still stopping%s",
 			off, state.ns, rest), agentStopRecheck
 	case agentRunning:
-		return corev1.EventTypeWarning, fmt.Sprintf("%s, but left the one it had installed in namespace %s in place: a Deployment fleet-agent the manager did not make runs there with its configuration and credential; the removal goes on once that Deployment is gone%s",
+		return corev1.EventTypeWarning, fmt.Sprintf("%s, but left the one it had installed in namespace %s in place: a Deployment fleet-agent the manager did not make runs there, maybe with that agent's configuration and credential; the removal goes on once that Deployment is gone%s",
 			off, state.ns, rest), agentHeldRecheck
 	case agentStuck:
-		return corev1.EventTypeWarning, fmt.Sprintf("%s, and removed the one it had installed in namespace %s but for its credential, Secret %s/%s: pods of that agent have been stopping for more than %s; the manager deletes the Secret once they are gone, or delete it by hand%s",
-			off, state.ns, state.ns, register.AgentSecretName, agentStopLimit, rest), agentHeldRecheck
+		return corev1.EventTypeWarning, fmt.Sprintf("%s, and is removing the one it had installed in namespace %s, but pods of that agent have been stopping for more than %s: its ConfigMap fleet-agent stays, and so does any credential it stored (Secret %s naming this Cluster), until they are gone%s",
+			off, state.ns, agentStopLimit, register.AgentSecretName, rest), agentHeldRecheck
 	}
 	return corev1.EventTypeNormal, off + ", and removed the one it had installed" + rest, 0
 }

@@ -356,9 +356,8 @@ func waitLocalAgentMessage(t *testing.T, cluster *fleet.Cluster, part string) *f
 // make, which runs with the agent's ConfigMap and a credential stored for
 // cluster. Disabled, the removal is held: nothing more is deleted there,
 // the namespace stays recorded, and the Cluster and a Warning Event say
-// why. That Deployment and the ConfigMap then deleted (a removal
-// interrupted after the ConfigMap went), the next start finishes the
-// removal, credential included.
+// why. That Deployment then deleted, the next start finishes the
+// removal, credential and ConfigMap included.
 func checkRemovalHeld(t *testing.T, cluster *fleet.Cluster, agentNS string, withLocalAgent func(bool) func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -404,19 +403,17 @@ func checkRemovalHeld(t *testing.T, cluster *fleet.Cluster, agentNS string, with
 	}
 	stop()
 
-	for _, o := range []client.Object{foreign, configMap} {
-		if err := up.Client.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := up.Client.Delete(ctx, foreign); err != nil {
+		t.Fatal(err)
 	}
 	stop = withLocalAgent(true)
 	c = waitLocalAgentMessage(t, cluster, "removed the one it had installed;")
 	if c.Status.AgentDeployedNamespace != "" {
 		t.Errorf("agentDeployedNamespace after the removal: %q", c.Status.AgentDeployedNamespace)
 	}
-	for _, o := range []client.Object{cred, serviceAccount} {
+	for _, o := range []client.Object{cred, serviceAccount, configMap} {
 		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-			t.Errorf("%T %s after the interrupted removal resumed: want it deleted, got %v", o, client.ObjectKeyFromObject(o), err)
+			t.Errorf("%T %s after the held removal resumed: want it deleted, got %v", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
 	stop()

@@ -245,9 +245,17 @@ func TestCleanupAsReleaseServiceAccount(t *testing.T) {
 	// has been deleted since.
 	earlier, err := deployer.New(down.Config, agentNS)
 	must(t, err)
-	_, err = earlier.Deploy(ctx, deployer.Input{Name: release, Manifest: configMaps("metadata:\n  name: cleaner-cm\n"),
-		Options: fleet.BundleDeploymentOptions{DefaultNamespace: ns, ServiceAccount: "cleaner"}})
-	must(t, err)
+	// The API server's authorizer sees the new RoleBinding a moment after
+	// it is stored: until then the account may not read the release
+	// storage, and nothing is installed.
+	eventually(t, "the first deploy as cleaner", func() error {
+		_, err := earlier.Deploy(ctx, deployer.Input{Name: release, Manifest: configMaps("metadata:\n  name: cleaner-cm\n"),
+			Options: fleet.BundleDeploymentOptions{DefaultNamespace: ns, ServiceAccount: "cleaner"}})
+		if err != nil && !strings.Contains(err.Error(), "forbidden") {
+			t.Fatalf("deploy as cleaner: %v", err)
+		}
+		return err
+	})
 
 	// Helm marks the release uninstalling before it deletes anything: the
 	// running agent's garbage collection tried, as "cleaner", and failed.
