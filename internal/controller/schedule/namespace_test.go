@@ -46,8 +46,9 @@ func expectGone(t *testing.T, obj client.Object) {
 
 // TestValidScheduleBesideInvalidOne: a cluster that an invalid Schedule
 // matched while it was valid still follows a valid Schedule that targets
-// it: its window opens there; once that one is deleted, the cluster is
-// cleared.
+// it: its window opens there; once that one is deleted, the cluster
+// stays as it is (the invalid Schedule still freezes it: clearing it would
+// deploy outside that Schedule's windows) until the invalid one goes too.
 func TestValidScheduleBesideInvalidOne(t *testing.T) {
 	ns := newNamespace(t, "beside")
 	createCluster(t, ns, "dev", map[string]string{"env": "dev"})
@@ -66,12 +67,22 @@ func TestValidScheduleBesideInvalidOne(t *testing.T) {
 	expectFlags(t, ns, "dev", active)
 	expectStatus(t, ns, "noon", matching("dev"))
 
-	// Deleted, noon freezes nothing: its cluster, which only the invalid
-	// Schedule still lists, is cleared.
+	// Deleted, noon releases nothing the invalid Schedule still lists.
 	if err := env.Client.Delete(context.Background(), noon); err != nil {
 		t.Fatal(err)
 	}
 	expectGone(t, noon)
+	fleettest.Consistently(t, 3*time.Second, func() error {
+		if got, err := flagsOf(ns, "dev"); err != nil || got != active {
+			return fmt.Errorf("cluster dev: %+v (%v), want it frozen at %+v", got, err, active)
+		}
+		return nil
+	})
+
+	if err := env.Client.Delete(context.Background(), night); err != nil {
+		t.Fatal(err)
+	}
+	expectGone(t, night)
 	expectFlags(t, ns, "dev", none)
 }
 

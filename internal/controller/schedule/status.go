@@ -136,9 +136,11 @@ func FlagsOf(c *fleet.Cluster) Flags {
 // evaluations of all of its Schedules (deleted ones left out). A cluster
 // matched by a valid Schedule is scheduled, and active while any of them
 // has a window open (windows of several Schedules add up); one matched by
-// none is neither. A cluster an invalid Schedule froze and no valid one
-// matches is left out of the answer: nothing is written to it until that
-// Schedule is fixed or deleted. Pure.
+// none is neither. A cluster a remaining invalid Schedule froze and no
+// valid one matches is left out of the answer: nothing is written to it,
+// not even when a Schedule that had it is deleted, until the invalid
+// Schedule is fixed or deleted. A deleted Schedule freezes nothing: it is
+// not evaluated. Pure.
 func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags {
 	frozen := map[string]bool{}
 	want := map[string]Flags{}
@@ -165,22 +167,19 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 	return out
 }
 
-// Writes are the flag patches of one pass: every cluster whose flags, as
-// the cache shows them, differ from want, and every cluster of forced
-// (the clusters of Schedules being deleted) whatever the cache shows, so
-// that a lagging cache cannot leave a deleted Schedule's flags behind.
-// Clusters want leaves out (frozen by an invalid Schedule) get nothing,
-// unless forced: a deleted Schedule freezes nothing, so its clusters that
-// no valid Schedule matches are cleared. Pure.
+// Writes are the flag patches of one pass: every cluster of want whose
+// flags, as the cache shows them, differ, and every cluster of want in
+// forced (the clusters of Schedules being deleted) whatever the cache
+// shows, so that a lagging cache cannot leave a deleted Schedule's flags
+// behind. Clusters want leaves out get nothing, forced or not: a
+// remaining invalid Schedule froze them, and clearing them would deploy
+// outside its windows. A deleted Schedule is not evaluated, so its own
+// freeze counts for nothing. Pure.
 func Writes(want map[string]Flags, clusters []fleet.Cluster, forced []string) map[string]Flags {
 	out := map[string]Flags{}
 	for i := range clusters {
 		c := &clusters[i]
-		f, ok := want[c.Name]
-		switch {
-		case slices.Contains(forced, c.Name):
-			out[c.Name] = f
-		case ok && f != FlagsOf(c):
+		if f, ok := want[c.Name]; ok && (f != FlagsOf(c) || slices.Contains(forced, c.Name)) {
 			out[c.Name] = f
 		}
 	}

@@ -161,24 +161,30 @@ func TestComputeStatus(t *testing.T) {
 
 // TestWrites: a pass writes the clusters whose cached flags differ from
 // the wanted ones, and the clusters of Schedules being deleted whatever
-// the cache shows; frozen clusters get nothing, unless a deleted Schedule
-// had them (it freezes nothing any more): they are cleared.
+// the cache shows; a cluster a remaining invalid Schedule froze gets
+// nothing, even when a deleted Schedule had it (deleted Schedules are
+// left out of the evaluations, so their own freeze counts for nothing).
 func TestWrites(t *testing.T) {
-	flagged := cluster("flagged", nil)
-	flagged.Status.Scheduled = true
-	clusters := []fleet.Cluster{cluster("clear", nil), flagged, cluster("frozen", nil), cluster("forced", nil)}
-	want := map[string]Flags{"clear": {}, "flagged": {}, "forced": {}}
+	held := cluster("held", nil)
+	held.Status.Scheduled = true
+	clusters := []fleet.Cluster{cluster("clear", nil), held, cluster("forced", nil)}
+	freezesHeld := Evaluation{Name: "invalid", Err: &SpecError{Reason: ReasonInvalidSchedule, Err: errors.New("bad")}, Frozen: []string{"held"}}
 	for _, tc := range []struct {
 		name   string
+		evals  []Evaluation
 		forced []string
 		want   map[string]Flags
 	}{
-		{name: "only what differs", want: map[string]Flags{"flagged": {}}},
-		{name: "a deleted Schedule's clusters are written even when the cache shows them clear", forced: []string{"forced", "frozen"},
-			want: map[string]Flags{"flagged": {}, "forced": {}, "frozen": {}}},
+		{name: "only what differs", want: map[string]Flags{"held": {}}},
+		{name: "a deleted Schedule's clusters are written even when the cache shows them clear", forced: []string{"forced", "held"},
+			want: map[string]Flags{"held": {}, "forced": {}}},
+		{name: "a deleted Schedule alone: its cluster is cleared", forced: []string{"held"},
+			want: map[string]Flags{"held": {}}},
+		{name: "a deleted Schedule's cluster a remaining invalid Schedule froze is not written", evals: []Evaluation{freezesHeld},
+			forced: []string{"forced", "held"}, want: map[string]Flags{"forced": {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Writes(want, clusters, tc.forced); !reflect.DeepEqual(got, tc.want) {
+			if got := Writes(DesiredFlags(tc.evals, clusters), clusters, tc.forced); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
