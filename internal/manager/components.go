@@ -11,6 +11,7 @@ var components = []Component{
 	{Name: "schedule", Setup: setupSchedule, Unsharded: true, CRD: "Schedule", Enabled: func(o Options) bool { return o.Schedules }},
 	// Disabled, deleted Schedules are still released; without their CRD
 	// there is none, so nothing is awaited.
-	{Name: "schedule-disabled", Setup: setupScheduleDisabled, Unsharded: true, Enabled: func(o Options) bool { return !o.Schedules }},
+	{Name: "schedule-disabled", Setup: setupScheduleDisabled, Unsharded: true, CRD: "Schedule", SkipWithoutCRD: true,
+		Enabled: func(o Options) bool { return !o.Schedules }},
 	{Name: "operations", Setup: setupOperations},
 }

@@ -202,6 +202,11 @@ type Component struct {
 	// (servedKindsPoller): upgrading fleet-crd after the manager needs no
 	// restart, and a watch of an unknown kind cannot fail the start.
 	CRD string
+	// SkipWithoutCRD: while CRD is not served at start, the component is
+	// neither set up nor awaited. For one that only acts on objects of
+	// that kind that already exist (the disabled Schedule release): a CRD
+	// installed later brings none.
+	SkipWithoutCRD bool
 	// Enabled tells whether opts turn the component on (nil: always), so
 	// that a manager does not wait for the CRD of a controller it would not
 	// run.
@@ -342,6 +347,9 @@ func setupComponents(ctx context.Context, mgr ctrl.Manager, opts Options, served
 			continue
 		}
 		if c.CRD != "" && !servesKind(served, c.CRD) {
+			if c.SkipWithoutCRD {
+				continue
+			}
 			ctrl.Log.WithName(c.Name).Info("the " + c.CRD + " CRD is not installed: the " + c.Name + " controller starts once the fleet-crd chart is upgraded (checked every " + servedRecheck.String() + ")")
 			awaited = append(awaited, c)
 			continue

@@ -22,7 +22,8 @@ func setupSchedule(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 // stay as they are (held clusters stay held, as with Rancher Fleet's flag
 // off), and a Schedule being deleted clears its own clusters' flags and
 // loses its finalizer (schedule.SetupDisabled). Without the Schedule CRD
-// it does nothing and waits for nothing: no Schedule can hold a cluster.
+// at start it is not set up and waits for nothing (SkipWithoutCRD): no
+// Schedule can hold a cluster.
 func setupScheduleDisabled(ctx context.Context, mgr ctrl.Manager, _ Options) error {
 	return schedule.SetupDisabled(ctx, mgr)
 }

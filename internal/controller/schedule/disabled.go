@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,13 +22,10 @@ import (
 // Only a Schedule being deleted with the finalizer is handled: the flags
 // of its clusters that no remaining Schedule lists are cleared, then the
 // finalizer is removed, so that it, and its namespace, can go. Held
-// clusters are counted and logged once, with how to release them. Without
-// the Schedule CRD nothing can be held, and nothing is watched. It never
-// fails the manager's start on discovery: see scheduleServed.
-func SetupDisabled(ctx context.Context, mgr ctrl.Manager) error {
-	if !scheduleServed(ctx, mgr.GetRESTMapper()) {
-		return nil
-	}
+// clusters are counted and logged once, with how to release them. The
+// manager sets it up only while the Schedule CRD is served: without it
+// nothing can be held.
+func SetupDisabled(_ context.Context, mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		logHeld(ctx, mgr.GetAPIReader())
 		return nil
@@ -43,38 +38,6 @@ func SetupDisabled(ctx context.Context, mgr ctrl.Manager) error {
 			return !o.GetDeletionTimestamp().IsZero() && slices.Contains(o.GetFinalizers(), Finalizer)
 		}))).
 		Complete(&releaseDeleted{client: mgr.GetClient()})
-}
-
-// discoveryAttempts and discoveryRetry bound how long SetupDisabled asks
-// whether Schedules are served when discovery fails (variables so that a
-// test need not wait).
-var (
-	discoveryAttempts = 4
-	discoveryRetry    = time.Second
-)
-
-// scheduleServed tells whether the API server serves Schedules. A
-// discovery failure other than "no match" is retried a few times, then
-// logged and taken as not served: the disabled mode only releases
-// Schedules being deleted, which is not worth stopping the manager for
-// (those keep their finalizer until the next start).
-func scheduleServed(ctx context.Context, mapper meta.RESTMapper) bool {
-	gk := fleet.GroupVersion.WithKind("Schedule").GroupKind()
-	var err error
-	for i := range discoveryAttempts {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(discoveryRetry << (i - 1)):
-			}
-		}
-		if _, err = mapper.RESTMapping(gk, fleet.GroupVersion.Version); err == nil || meta.IsNoMatchError(err) {
-			return err == nil
-		}
-	}
-	ctrl.Log.WithName("schedule-disabled").Error(err, "cannot tell whether Schedules are served; Schedules deleted while disabled keep their finalizer until the manager restarts")
-	return false
 }
 
 // logHeld logs, once, how many Clusters carry a Schedule flag while
