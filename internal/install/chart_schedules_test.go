@@ -1,46 +1,26 @@
 package install_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/fleetgo/fleet/charts"
-	"github.com/fleetgo/fleet/internal/install"
 )
 
 // controllerContainer renders the fleet chart with values and returns the
 // args and env (name=value) of fleet-controller's container.
 func controllerContainer(t *testing.T, values map[string]any) (args, env []string) {
 	t.Helper()
-	out, err := install.Render(charts.Controller, install.RenderOptions{Namespace: "cattle-fleet-system", Values: values})
-	if err != nil {
-		t.Fatal(err)
+	d := renderDeployments(t, charts.Controller, values)["fleet-controller"]
+	if d == nil {
+		t.Fatal("no fleet-controller Deployment")
 	}
-	objs, err := install.Objects(out)
-	if err != nil {
-		t.Fatal(err)
+	c := container(t, d)
+	for _, e := range c.Env {
+		env = append(env, e.Name+"="+e.Value)
 	}
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" || o.GetName() != "fleet-controller" {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		c := containers[0].(map[string]any)
-		for _, a := range c["args"].([]any) {
-			args = append(args, a.(string))
-		}
-		for _, e := range c["env"].([]any) {
-			m := e.(map[string]any)
-			env = append(env, fmt.Sprintf("%v=%v", m["name"], m["value"]))
-		}
-		return args, env
-	}
-	t.Fatal("no fleet-controller Deployment")
-	return nil, nil
+	return c.Args, env
 }
 
 func isSchedulesFlag(a string) bool { return strings.HasPrefix(a, "--schedules") }

@@ -118,7 +118,8 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, agentGone, fmt.Errorf("reading ConfigMap %s/%s: %w", ns, agentConfigMapName, err)
 	}
-	mine := err == nil && madeByManager(cm)
+	found := err == nil
+	mine := found && madeByManager(cm)
 	objs := agentObjectsIn(ns)
 	removed, err = deleteIf(ctx, down, objs[0], madeByManager)
 	if err != nil {
@@ -140,10 +141,16 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 		}
 	}
 	for _, obj := range objs[1:] {
-		made := madeByManager
+		made, del := madeByManager, deleteIf
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
-			made = configMap
+			// Read once, above: the ConfigMap deleted is the one the
+			// decisions were made on, and one made in its place since
+			// stays (deleteMade's UID guard).
+			if !found {
+				continue
+			}
+			obj, made, del = cm, configMap, deleteMade
 		case *corev1.ServiceAccount:
 			// Applied with no field the API server tracks, so its
 			// managedFields never name the manager: the ConfigMap
@@ -156,7 +163,7 @@ func removeAgentIn(ctx context.Context, down client.Client, cluster *fleet.Clust
 				made = credential
 			}
 		}
-		deleted, err := deleteIf(ctx, down, obj, made)
+		deleted, err := del(ctx, down, obj, made)
 		if err != nil {
 			return removed, agentGone, err
 		}
@@ -217,10 +224,8 @@ func agentCredentialOf(cluster *fleet.Cluster) func(client.Object) bool {
 	}
 }
 
-// deleteIf deletes obj downstream when made says the manager made it, and
-// says whether it did; missing is fine. The delete is conditional on the
-// UID read, so that an object someone made in its place meanwhile stays,
-// and a Deployment takes its pods with it.
+// deleteIf reads obj downstream and deletes it when made says the manager
+// made it (deleteMade), and says whether it did; missing is fine.
 func deleteIf(ctx context.Context, down client.Client, obj client.Object, made func(client.Object) bool) (bool, error) {
 	if err := down.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -228,13 +233,23 @@ func deleteIf(ctx context.Context, down client.Client, obj client.Object, made f
 		}
 		return false, client.IgnoreNotFound(err)
 	}
+	return deleteMade(ctx, down, obj, made)
+}
+
+// deleteMade deletes obj, as read downstream, when made says the manager
+// made it, and says whether it did; gone or replaced meanwhile is fine. The
+// delete is conditional on the UID read, so that an object someone made in
+// its place meanwhile stays, and a Deployment takes its pods with it.
+func deleteMade(ctx context.Context, down client.Client, obj client.Object, made func(client.Object) bool) (bool, error) {
 	if !made(obj) {
 		return false, nil
 	}
 	uid := obj.GetUID()
 	err := down.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone, or replaced since it was read (the UID precondition
+		// failed): the replacement is not ours to delete.
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("deleting %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)

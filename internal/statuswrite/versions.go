@@ -1,10 +1,12 @@
-// Package statuswrite holds the one decision that status writers built on
-// a cache share: may a write be skipped because the status computed equals
-// the cached object's?
+// Package statuswrite holds what status writers built on a cache share:
+// the decision whether a write may be skipped because the status computed
+// equals the cached object's (Versions), and the write loop built on it
+// (Write), so that every kind answers it, and handles conflicts, alike.
 //
-// Not always. The cache may not yet hold this process's own last status
-// write: Ready written, then "waiting" written, then Ready computed against
-// the still cached Ready copy looks unchanged while "waiting" is stored.
+// A skip is not always safe. The cache may not yet hold this process's own
+// last status write: Ready written, then "waiting" written, then Ready
+// computed against the still cached Ready copy looks unchanged while
+// "waiting" is stored.
 // A status-only update bumps no generation, so a controller that ignores
 // such updates gets no later event to correct it, and the stale status
 // would stay for good.

@@ -62,22 +62,38 @@ func expectOffSchedule(t *testing.T, ctx context.Context, ns, name string, want 
 	})
 }
 
+// scheduleClusters makes workspace ws with two clusters labelled
+// sched=label (the labels returned): win, which a test puts under a
+// Schedule, and free, which no Schedule covers.
+func scheduleClusters(t *testing.T, ctx context.Context, ws, label string) (win *fleet.Cluster, lbls map[string]string) {
+	t.Helper()
+	createNamespace(t, ctx, ws, nil)
+	lbls = map[string]string{"sched": label}
+	win = newCluster(t, ctx, ws, "win", lbls, time.Second)
+	newCluster(t, ctx, ws, "free", lbls, time.Second)
+	return win, lbls
+}
+
+// createTargeting creates in ws a Bundle name of one ConfigMap v1 that
+// targets the clusters labelled lbls.
+func createTargeting(t *testing.T, ctx context.Context, ws, name string, lbls map[string]string) *fleet.Bundle {
+	t.Helper()
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: name}}
+	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
+	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
+	must(t, env.Client.Create(ctx, b))
+	return b
+}
+
 // A cluster covered by a Schedule outside its windows gets deployments
 // marked offSchedule; the window opening, closing and the Schedule going
 // away each rewrite them, while an unscheduled cluster is never marked.
 func TestOffScheduleFollowsClusterStatus(t *testing.T) {
 	ctx := context.Background()
 	ws := "ws-sched"
-	createNamespace(t, ctx, ws, nil)
-	lbls := map[string]string{"sched": "yes"}
-	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
-	newCluster(t, ctx, ws, "free", lbls, time.Second)
+	win, lbls := scheduleClusters(t, ctx, ws, "yes")
 	setSchedule(t, ctx, win, true, false)
-
-	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-app"}}
-	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
-	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
-	must(t, env.Client.Create(ctx, b))
+	b := createTargeting(t, ctx, ws, "sched-app", lbls)
 	expectOffSchedule(t, ctx, ws, b.Name, map[string]bool{"win": true, "free": false})
 
 	settle(t, b)
@@ -99,15 +115,8 @@ func TestOffScheduleFollowsClusterStatus(t *testing.T) {
 func TestOffScheduleDeploymentWaitsApplied(t *testing.T) {
 	ctx := context.Background()
 	ws := "ws-sched-wait"
-	createNamespace(t, ctx, ws, nil)
-	lbls := map[string]string{"sched": "wait"}
-	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
-	newCluster(t, ctx, ws, "free", lbls, time.Second)
-
-	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-wait"}}
-	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
-	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
-	must(t, env.Client.Create(ctx, b))
+	win, lbls := scheduleClusters(t, ctx, ws, "wait")
+	b := createTargeting(t, ctx, ws, "sched-wait", lbls)
 	eventually(t, 60*time.Second, func() error {
 		if err := playAgents(ctx, ws, b.Name, nil, nil); err != nil {
 			return err
@@ -153,16 +162,9 @@ func TestOffScheduleDeploymentWaitsApplied(t *testing.T) {
 func TestOffScheduleHoldsUntargetedDeployment(t *testing.T) {
 	ctx := context.Background()
 	ws := "ws-sched-untarget"
-	createNamespace(t, ctx, ws, nil)
-	lbls := map[string]string{"sched": "untarget"}
-	win := newCluster(t, ctx, ws, "win", lbls, time.Second)
-	newCluster(t, ctx, ws, "free", lbls, time.Second)
+	win, lbls := scheduleClusters(t, ctx, ws, "untarget")
 	setSchedule(t, ctx, win, true, false)
-
-	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "sched-untarget"}}
-	b.Spec.Resources = resources("kind: ConfigMap\nmetadata:\n  name: v1\n")
-	b.Spec.Targets = []fleet.BundleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: lbls}}}
-	must(t, env.Client.Create(ctx, b))
+	b := createTargeting(t, ctx, ws, "sched-untarget", lbls)
 	other := b.DeepCopy()
 	other.Name, other.ResourceVersion = "sched-untarget-deleted", ""
 	must(t, env.Client.Create(ctx, other))

@@ -4,16 +4,12 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/statuswrite"
 )
-
-// maxStatusAttempts bounds the re-reads after conflicts in one reconcile;
-// past it the error goes back to the work queue, which retries later.
-const maxStatusAttempts = 5
 
 // syncedFields are the status fields the poll and the sync write during a
 // reconcile. They are what this reconcile learned from git; everything else
@@ -71,12 +67,14 @@ func (f syncedFields) then(newer syncedFields) syncedFields {
 }
 
 // writeStatus derives the status of repo (as read at the start of the
-// reconcile) from what the reconcile did and patches it with an optimistic
-// lock. A conflict means the copy was stale — typically the cache had not yet
-// seen the previous reconcile's write — so the GitRepo is read again from the
-// API server and the status recomputed. Events compare the status actually
-// stored with the one written, so each transition (Recovered, a new failure)
-// is recorded exactly once however stale the cache was.
+// reconcile) from what the reconcile did and writes it through
+// statuswrite.Write, which skips an unchanged status only when the cache
+// can be trusted and re-reads the GitRepo on a conflict. Only what the
+// reconcile learned (out, done, the Bundles' summary) is carried over to a
+// re-read copy; the rest is derived from that copy. Events compare the
+// status actually stored with the one written, so each transition
+// (Recovered, a new failure) is recorded exactly once however stale the
+// cache was.
 func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out syncOutcome, done syncedFields) error {
 	key := client.ObjectKeyFromObject(repo)
 	// Conditions describe the spec this outcome was computed for.
@@ -85,40 +83,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, repo *fleet.GitRepo, out s
 	if err != nil {
 		return err
 	}
-	fresh := false
-	for attempt := 1; ; attempt++ {
-		cur := repo.DeepCopy()
-		done.apply(&cur.Status)
-		setWebhookStatus(&cur.Status, webhookMarkOf(cur))
-		cur.Status.ConsecutiveFailures = r.Opts.Tracker.Failures(key)
-		setBundleStatus(&cur.Status, bs)
-		setConditions(&cur.Status, generation, out, bs)
-		if equality.Semantic.DeepEqual(repo.Status, cur.Status) {
-			if r.statusRV.SkipEqual(key, repo.ResourceVersion, fresh) {
-				return nil
-			}
-			// The cached copy may predate this process's last status
-			// write: equal to it, the status computed now may still
-			// differ from the one stored (Ready, then "waiting" written,
-			// then Ready again), and skipping would leave the stored one
-			// stale with no event to come. Compare with the API server.
-		} else {
-			err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(repo, client.MergeFromWithOptimisticLock{}))
-			switch {
-			case err == nil:
-				r.statusRV.Wrote(key, cur.ResourceVersion)
-				r.emitEvents(repo, cur)
-				return nil
-			case apierrors.IsNotFound(err):
-				return nil
-			case !apierrors.IsConflict(err) || attempt >= maxStatusAttempts:
-				return err
-			}
-		}
-		repo = &fleet.GitRepo{}
-		if err := r.APIReader.Get(ctx, key, repo); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		fresh = true
-	}
+	return statuswrite.Write(ctx, repo, statuswrite.Options[*fleet.GitRepo]{
+		Versions: &r.statusRV,
+		Compute: func(cur *fleet.GitRepo) {
+			done.apply(&cur.Status)
+			setWebhookStatus(&cur.Status, webhookMarkOf(cur))
+			cur.Status.ConsecutiveFailures = r.Opts.Tracker.Failures(key)
+			setBundleStatus(&cur.Status, bs)
+			setConditions(&cur.Status, generation, out, bs)
+		},
+		Equal:   func(a, b *fleet.GitRepo) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) },
+		Patch:   statuswrite.PatchStatus[*fleet.GitRepo](r.Client),
+		Get:     statuswrite.ReadLive(r.APIReader, func() *fleet.GitRepo { return &fleet.GitRepo{} }),
+		Written: r.emitEvents,
+	})
 }
