@@ -109,3 +109,59 @@ func TestTinyScenario(t *testing.T) {
 		t.Errorf("etcd figures: %+v", res.Etcd)
 	}
 }
+
+// TestScheduleScenario runs the schedule scenario at 20 clusters x 2
+// bundles, status-only: a Schedule over every cluster, its window's close
+// holding every BundleDeployment, a bundle change made while closed that
+// no agent applies, and the next window's opening releasing it. It checks
+// outcomes only: every phase complete, each flip written by the manager
+// once per BundleDeployment, nothing applied while held.
+func TestScheduleScenario(t *testing.T) {
+	sc, err := harness.Lookup("schedule-1k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Clusters, sc.Bundles = 20, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := harness.Run(ctx, sc, harness.Options{OutDir: t.TempDir(), PhaseTimeout: 3 * time.Minute, ProfileSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	res.PrintTable(&table)
+	t.Log("\n" + table.String())
+	if len(res.Problems) > 0 {
+		t.Fatalf("problems: %v", res.Problems)
+	}
+	s := res.Schedule
+	if s == nil {
+		t.Fatal("no schedule figures")
+	}
+	bds := sc.Clusters * sc.Bundles
+	for name, tm := range map[string]harness.Timing{"hold": s.Hold, "held change": s.HeldChange,
+		"release written": s.ReleaseWritten, "release": s.Release} {
+		if !tm.Complete || tm.Count != tm.Want || tm.Want == 0 {
+			t.Errorf("%s: %d of %d done (complete=%v)", name, tm.Count, tm.Want, tm.Complete)
+		}
+	}
+	if s.Hold.Want != bds || s.HeldChange.Want != sc.Clusters || s.Release.Want != bds {
+		t.Errorf("phases waited for the wrong counts: hold %d, held change %d, release %d", s.Hold.Want, s.HeldChange.Want, s.Release.Want)
+	}
+	if s.AppliedWhileHeld != 0 {
+		t.Errorf("%d agents applied the change while the window was closed", s.AppliedWhileHeld)
+	}
+	// Each flip rewrites every BundleDeployment: at least once, and not
+	// many times over (a few conflicts retried at most).
+	for name, n := range map[string]int{"hold": s.HoldBundleDeploymentWrites, "release": s.ReleaseBundleDeploymentWrites} {
+		if n < bds || n > 2*bds {
+			t.Errorf("%s: the manager wrote BundleDeployments %d times for %d of them", name, n, bds)
+		}
+	}
+	if s.HoldRequests == nil || s.ReleaseRequests == nil || s.ReleaseRequests.Agents != sc.Clusters {
+		t.Errorf("the flips' requests were not counted: hold %+v release %+v", s.HoldRequests, s.ReleaseRequests)
+	}
+	if _, ok := res.ManagerCPUByPhase["hold"]; !ok {
+		t.Errorf("no manager CPU for the hold: %v", res.ManagerCPUByPhase)
+	}
+}

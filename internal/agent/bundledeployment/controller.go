@@ -88,6 +88,9 @@ type Reconciler struct {
 	// owner's name, as deployer.ReleaseOwner gave it): the owner's
 	// deletion retries them at once (wakeRefused), not after their backoff.
 	refused map[types.NamespacedName]string
+	// contentWaits are the deploy attempts whose Content could not be read
+	// because the API server is overloaded or unreachable (content.go).
+	contentWaits map[types.NamespacedName]contentWait
 
 	// locks serialize what is done for one BundleDeployment: its
 	// reconcile and the garbage collection of its releases (see lock).
@@ -180,16 +183,17 @@ func Setup(ctx context.Context, o Options) error {
 		return err
 	}
 	r := &Reconciler{
-		contents:  contents,
-		client:    o.Upstream.GetClient(),
-		apiReader: o.Upstream.GetAPIReader(),
-		deployer:  dep,
-		events:    make(chan event.GenericEvent, 1024),
-		runCtx:    ctx,
-		opts:      o,
-		applied:   map[types.NamespacedName]*appliedState{},
-		failures:  map[types.NamespacedName]*failure{},
-		refused:   map[types.NamespacedName]string{},
+		contents:     contents,
+		client:       o.Upstream.GetClient(),
+		apiReader:    o.Upstream.GetAPIReader(),
+		deployer:     dep,
+		events:       make(chan event.GenericEvent, 1024),
+		runCtx:       ctx,
+		opts:         o,
+		applied:      map[types.NamespacedName]*appliedState{},
+		failures:     map[types.NamespacedName]*failure{},
+		refused:      map[types.NamespacedName]string{},
+		contentWaits: map[types.NamespacedName]contentWait{},
 	}
 	r.watcher, err = drift.NewWatcher(ctx, drift.WatcherOptions{
 		Config: o.Downstream, Label: deployer.SetHashLabel, Notify: r.driftEvent,
@@ -380,14 +384,15 @@ func (r *Reconciler) remember(key types.NamespacedName, bd *fleet.BundleDeployme
 }
 
 // deploy applies the BundleDeployment's deploymentID. done is false when it
-// waits (dependency, backoff) or failed; the status says why.
+// waits (dependency, backoff, content unavailable) or failed; the status
+// says why.
 func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ctrl.Result, bool, error) {
 	key := client.ObjectKeyFromObject(bd)
 	if ok, msg := r.dependenciesReady(ctx, bd); !ok {
 		setWaiting(bd, ReasonWaitingDependency, msg)
 		return ctrl.Result{RequeueAfter: jitter(dependencyRequeue)}, false, nil
 	}
-	if wait := r.backoffRemaining(key, attemptID(bd)); wait > 0 {
+	if wait := max(r.backoffRemaining(key, attemptID(bd)), r.contentWaitRemaining(key, attemptID(bd))); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
 	opts, err := r.options(ctx, bd)
@@ -396,6 +401,12 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
 	m, err := r.manifest(ctx, bd)
+	if unavailable := (*ContentUnavailableError)(nil); errors.As(err, &unavailable) {
+		// Not the deployment's fault: a short fixed wait, no failure backoff.
+		ctrl.LoggerFrom(ctx).V(1).Info("content unavailable, retrying shortly", "content", unavailable.ID, "error", unavailable.Err.Error())
+		setWaiting(bd, ReasonWaitingContent, unavailable.Error())
+		return ctrl.Result{RequeueAfter: r.recordContentWait(key, attemptID(bd))}, false, nil
+	}
 	var takeOver string
 	if err == nil {
 		// Before the namespace is prepared or anything copied into it:
@@ -428,6 +439,7 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	}
 	r.mu.Lock()
 	delete(r.failures, key)
+	delete(r.contentWaits, key)
 	r.mu.Unlock()
 	setDeployed(bd, rel.String())
 	r.remember(key, bd, rel)
@@ -557,6 +569,7 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	delete(r.applied, key)
 	delete(r.failures, key)
 	delete(r.refused, key)
+	delete(r.contentWaits, key)
 	r.mu.Unlock()
 	all, err := r.deployer.Releases(ctx)
 	if err != nil {

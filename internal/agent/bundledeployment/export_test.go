@@ -13,6 +13,7 @@ var (
 
 func init() {
 	onSetup = func(r *Reconciler) {
+		proxyContents(r)
 		startedMu.Lock()
 		defer startedMu.Unlock()
 		started = append(started, r)

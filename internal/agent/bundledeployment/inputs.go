@@ -64,23 +64,11 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 // moment before the manager does (or, without the content API, before the
 // API server's authorizer sees the manager's grant), so a 403 or 404 is
 // retried a few times quickly (0.1s, doubling) before the caller's general
-// backoff (seconds) takes over.
+// backoff (seconds) takes over. An overloaded or unreachable API server is
+// a *ContentUnavailableError, which the caller retries shortly instead
+// (see ReadManifest).
 func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
-	id := manifest.ManifestIDOf(bd.Spec.DeploymentID)
-	var content []byte
-	err := RetryFreshContent(ctx, func() error {
-		var err error
-		content, _, err = r.contents.Get(ctx, bd.Namespace, id, bd.Name)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading content %s: %w", id, err)
-	}
-	m, err := manifest.FromCompressed(content)
-	if err != nil {
-		return nil, fmt.Errorf("%w: content %s: %v", deployer.ErrRender, id, err)
-	}
-	return m, nil
+	return ReadManifest(ctx, r.contents, bd)
 }
 
 // copyDownstreamResources copies the Secrets/ConfigMaps named in

@@ -22,6 +22,9 @@ const (
 	ReasonNotReady          = "NotReady"
 	ReasonModified          = "Modified"
 	ReasonMonitored         = "Monitored"
+	// ReasonWaitingContent: the Content could not be read because the API
+	// server is overloaded or unreachable; it is read again shortly.
+	ReasonWaitingContent = "WaitingForContent"
 )
 
 // State is the state of a BundleDeployment as Fleet summarises it. A failed
@@ -71,7 +74,8 @@ func setDeployError(bd *fleet.BundleDeployment, err error) {
 	setDisplay(bd)
 }
 
-// setWaiting records why nothing was deployed yet (dependency, values).
+// setWaiting records why nothing was deployed yet (dependency, values,
+// content).
 // status.ready follows the Ready condition for the same reason as in
 // setDeployError: a redeploy that waits is not monitored meanwhile.
 func setWaiting(bd *fleet.BundleDeployment, reason, msg string) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -395,6 +396,13 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 			return
 		}
 		a.s.Stats.Failures.Add(1)
+		if unavailable := (*bundledeployment.ContentUnavailableError)(nil); errors.As(err, &unavailable) {
+			// As the real agent: an overloaded or unreachable API server
+			// is retried after a short fixed wait, not the failure backoff.
+			log.FromContext(ctx).Info("content unavailable, retrying shortly", "bundledeployment", bd.Name, "error", err.Error())
+			time.AfterFunc(bundledeployment.ContentRetryAfter(), func() { a.retry(bd.Name) })
+			return
+		}
 		log.FromContext(ctx).Info("applying bundledeployment failed", "bundledeployment", bd.Name, "error", err.Error())
 		a.retryLater(bd.Name)
 		return
@@ -466,25 +474,12 @@ func (a *agent) apply(ctx context.Context, bd *fleet.BundleDeployment) error {
 }
 
 // manifest reads the Content named by the deploymentID with the agent's
-// own credential, through the content API like the real agent (which
-// serves it only to the namespace whose deployment references it), and
-// retries a 403/404 a few times quickly (bundledeployment.RetryFreshContent).
+// own credential, exactly as the real agent does
+// (bundledeployment.ReadManifest): through the content API, a 403/404
+// retried a few times quickly, an overloaded or unreachable API server
+// reported as a *bundledeployment.ContentUnavailableError.
 func (a *agent) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
-	id := manifest.ManifestIDOf(bd.Spec.DeploymentID)
-	var content []byte
-	err := bundledeployment.RetryFreshContent(ctx, func() error {
-		var err error
-		content, _, err = a.s.contents.Get(ctx, bd.Namespace, id, bd.Name)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading content %s: %w", id, err)
-	}
-	m, err := manifest.FromCompressed(content)
-	if err != nil {
-		return nil, fmt.Errorf("content %s: %w", id, err)
-	}
-	return m, nil
+	return bundledeployment.ReadManifest(ctx, a.s.contents, bd)
 }
 
 // options puts the Helm values from the values Secret back into the

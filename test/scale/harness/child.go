@@ -50,6 +50,9 @@ type childConfig struct {
 	CheckinInterval time.Duration `json:"checkinInterval"`
 	// ShardID makes the manager a shard (only bundles labelled with it).
 	ShardID string `json:"shardID,omitempty"`
+	// Schedules enables the Schedule controller (manager.Options.Schedules,
+	// fleet-controller's --schedules), for the schedule scenario only.
+	Schedules bool `json:"schedules,omitempty"`
 	// Agents.
 	Count          int                 `json:"count,omitempty"`
 	Mode           simulator.Mode      `json:"mode,omitempty"`
@@ -122,6 +125,7 @@ func runManager(ctx context.Context, cfg childConfig) error {
 	return manager.Run(ctx, rc, manager.Options{
 		LeaderElection: false, MetricsAddr: "0", ProbeAddr: "0", WebhookAddr: "0",
 		AgentCheckinInterval: cfg.CheckinInterval, ShardID: cfg.ShardID, MaxInFlight: cfg.MaxInFlight,
+		Schedules: cfg.Schedules,
 	})
 }
 

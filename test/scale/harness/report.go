@@ -85,7 +85,10 @@ type Result struct {
 	// manager's) requests during the creation and the change rollout.
 	CreateRequests *Requests `json:"createRequests,omitempty"`
 	ChangeRequests *Requests `json:"changeRequests,omitempty"`
-	Floor          *Floor    `json:"floor,omitempty"`
+	// Schedule is what the schedule scenario measured: a window's close
+	// and opening over every cluster.
+	Schedule *ScheduleResult `json:"schedule,omitempty"`
+	Floor    *Floor          `json:"floor,omitempty"`
 	// RatioToFloor is the rollout total (change, else create) over the
 	// floor round trip.
 	RatioToFloor float64 `json:"ratioToFloor,omitempty"`
@@ -156,6 +159,22 @@ func (r *Result) PrintTable(w io.Writer) {
 	}
 	timing("bundle change -> all BDs written", r.ChangeWritten)
 	timing("bundle change -> all Ready", r.Change)
+	if sc := r.Schedule; sc != nil {
+		row("Schedule created -> clusters flagged", "%.1fs (window open: no BundleDeployment changes)", sc.FlaggedSeconds)
+		timing("window close -> all BDs held", sc.Hold)
+		if sc.HoldRequests != nil {
+			row("manager BD writes, hold", "%d for %d BundleDeployments", sc.HoldBundleDeploymentWrites, sc.Hold.Want)
+		}
+		timing("change while closed -> all BDs written", sc.HeldChange)
+		if sc.HeldChange.Complete {
+			row("held change rolled up", "after %.1fs more; %d applied while held", sc.HeldSettleSeconds, sc.AppliedWhileHeld)
+		}
+		timing("window open -> all BDs released", sc.ReleaseWritten)
+		timing("window open -> all Ready", sc.Release)
+		if sc.ReleaseRequests != nil {
+			row("manager BD writes, release", "%d for %d BundleDeployments", sc.ReleaseBundleDeploymentWrites, sc.Release.Want)
+		}
+	}
 	if r.Floor != nil {
 		row("raw floor (same API server)", "%d ConfigMaps to %d watchers: delivered %.2fs, round trip %.2fs",
 			r.Floor.N*max(1, r.Floor.PerWatcher), r.Floor.N, r.Floor.DeliveredSeconds, r.Floor.RoundTripSeconds)
@@ -176,10 +195,15 @@ func (r *Result) PrintTable(w io.Writer) {
 	if r.RatioToFloorCR > 0 {
 		row("rollout / custom-resource floor", "%.2fx", r.RatioToFloorCR)
 	}
-	for _, p := range []struct {
+	type phaseRequests struct {
 		name string
 		r    *Requests
-	}{{"registration", r.RegistrationRequests}, {"create", r.CreateRequests}, {"change", r.ChangeRequests}} {
+	}
+	reqs := []phaseRequests{{"registration", r.RegistrationRequests}, {"create", r.CreateRequests}, {"change", r.ChangeRequests}}
+	if r.Schedule != nil {
+		reqs = append(reqs, phaseRequests{"hold", r.Schedule.HoldRequests}, phaseRequests{"release", r.Schedule.ReleaseRequests})
+	}
+	for _, p := range reqs {
 		if p.r == nil {
 			continue
 		}
@@ -195,7 +219,7 @@ func (r *Result) PrintTable(w io.Writer) {
 	}
 	sort.Strings(phases)
 	row("manager CPU", "%.1fs total (%s)", r.Manager.CPUSeconds, strings.Join(phases, ", "))
-	for _, ph := range []string{"register", "create", "change"} {
+	for _, ph := range []string{"register", "create", "change", "hold", "release"} {
 		m := r.CPUByPhase[ph]
 		if m == nil {
 			continue

@@ -171,7 +171,8 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 	}
 
 	logf("starting the manager")
-	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MaxInFlight: o.ManagerMaxInFlight, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval})
+	mgr, err := startChild("manager", o.OutDir, childConfig{Kubeconfig: up.Kubeconfig, ManagerQPS: o.ManagerQPS, MaxInFlight: o.ManagerMaxInFlight, MemoryLimit: o.ManagerMemoryLimit, CheckinInterval: o.CheckinInterval,
+		Schedules: sc.Schedule})
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +315,7 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 
 	if sc.Bundles > 0 {
 		logf("creating %d bundles x %d resources", sc.Bundles, sc.ResourcesPerBundle)
-		if !sc.Change {
+		if !sc.Change && !sc.Schedule { // those profile their own phases
 			prof.during(ctx, "create", res)
 		}
 		p := tr.startBDPhase(sc.Clusters*sc.Bundles, false, nil)
@@ -371,6 +372,13 @@ func Run(ctx context.Context, sc Scenario, o Options) (*Result, error) {
 				res.problem("after %s only %d of %d BundleDeployments were Ready with the change", o.PhaseTimeout, res.Change.Count, p.want)
 			}
 			res.ChangeRequests, _ = phaseRequests(p.start, end) // likewise
+		}
+		if sc.Schedule && ok {
+			sr := &scheduleRun{c: up.Client, tr: tr, sc: sc, timeout: o.PhaseTimeout, res: res, mark: markPhase,
+				requests: phaseRequests, logf: logf, prof: prof, children: []*child{mgr, agents}}
+			if err := sr.run(ctx); err != nil {
+				return res, err
+			}
 		}
 		res.BundleDeployments, _ = tr.counts()
 	}

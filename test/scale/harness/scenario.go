@@ -46,6 +46,12 @@ type Scenario struct {
 	// --shard-id) that own the bundles, spread round-robin; 0 means the
 	// unsharded manager does all the work.
 	Shards int `json:"shards,omitempty"`
+	// Schedule measures a Schedule's window flips after the creation
+	// (schedule.go): the hold of every BundleDeployment as a window
+	// closes, a bundle change made while it is closed, and the release as
+	// the next window opens. The manager then runs with Schedules enabled
+	// (EXPERIMENTAL_SCHEDULES); every other scenario runs without.
+	Schedule bool `json:"schedule,omitempty"`
 	// PhaseTimeout is how long a phase of this scenario may take before it
 	// is given up (Options.PhaseTimeout overrides it; zero: 20 minutes).
 	// 10k-10's creation of 100,000 BundleDeployments takes about 30 minutes
@@ -78,6 +84,9 @@ var Scenarios = map[string]Scenario{
 	"shards-2": {Name: "shards-2", Clusters: 200, Bundles: 20, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
 		Shards: 2,
 		About:  "the same with the bundles split over 2 manager shards on the same machine"},
+	"schedule-1k": {Name: "schedule-1k", Clusters: 1000, Bundles: 10, ResourcesPerBundle: 3, Mode: simulator.StatusOnly,
+		Schedule: true,
+		About:    "1,000 clusters x 10 bundles, status-only, one Schedule over all: window close -> all held, change while closed, window open -> all Ready"},
 	"register-1k": {Name: "register-1k", Clusters: 1000, Mode: simulator.StatusOnly,
 		About: "1,000 agents registering at once"},
 }

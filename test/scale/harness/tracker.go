@@ -94,6 +94,11 @@ type phase struct {
 	// baseline holds, for a change, the deploymentID of each object at the
 	// start: an object counts only once it is Ready with another one.
 	baseline map[string]string
+	// test, when set, replaces the deploymentID and Ready rules above:
+	// it says whether an object accepted by filter counts as written by
+	// the manager, and whether it is done (a Schedule's flips, where
+	// done is a spec flag rather than a new deploymentID).
+	test     func(key string, bd *fleet.BundleDeployment) (written, done bool)
 	complete chan struct{}
 }
 
@@ -142,7 +147,7 @@ func (t *tracker) onBD(obj runtime.Object, deleted bool) {
 		return
 	}
 	slim := &fleet.BundleDeployment{ObjectMeta: metav1.ObjectMeta{Labels: bd.Labels}, Spec: fleet.BundleDeploymentSpec{
-		DeploymentID: bd.Spec.DeploymentID, StagedDeploymentID: bd.Spec.StagedDeploymentID}, Status: fleet.BundleDeploymentStatus{
+		DeploymentID: bd.Spec.DeploymentID, StagedDeploymentID: bd.Spec.StagedDeploymentID, OffSchedule: bd.Spec.OffSchedule}, Status: fleet.BundleDeploymentStatus{
 		AppliedDeploymentID: bd.Status.AppliedDeploymentID, Ready: bd.Status.Ready, NonModified: bd.Status.NonModified,
 		Conditions: bd.Status.Conditions}}
 	t.bds[k] = slim
@@ -156,6 +161,10 @@ func (t *tracker) onBD(obj runtime.Object, deleted bool) {
 	if p.filter != nil && !p.filter(k, bd) {
 		return
 	}
+	if p.test != nil {
+		p.record(k, bd)
+		return
+	}
 	if base, ok := p.baseline[k]; ok && base == bd.Spec.DeploymentID {
 		return
 	}
@@ -163,6 +172,21 @@ func (t *tracker) onBD(obj runtime.Object, deleted bool) {
 		p.written[k] = time.Now()
 	}
 	if !bdReady(bd) {
+		return
+	}
+	p.done[k] = time.Now()
+	if len(p.done) == p.want {
+		close(p.complete)
+	}
+}
+
+// record applies a phase's test to one object; the caller holds the lock.
+func (p *phase) record(k string, bd *fleet.BundleDeployment) {
+	written, done := p.test(k, bd)
+	if _, ok := p.written[k]; !ok && written {
+		p.written[k] = time.Now()
+	}
+	if !done {
 		return
 	}
 	p.done[k] = time.Now()
@@ -220,6 +244,60 @@ func (t *tracker) startBDPhase(want int, change bool, filter func(string, runtim
 	}
 	t.bdPhase = p
 	return p
+}
+
+// startTestPhase begins waiting for want BundleDeployments accepted by
+// filter to pass test, timed from start (which may be a moment still to
+// come: a Schedule's window opening or closing). Objects that pass at
+// once count as done at start.
+func (t *tracker) startTestPhase(start time.Time, want int, filter func(string, runtime.Object) bool,
+	test func(string, *fleet.BundleDeployment) (bool, bool)) *phase {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := &phase{start: start, want: want, done: map[string]time.Time{}, filter: filter, test: test,
+		written: map[string]time.Time{}, complete: make(chan struct{})}
+	for k, bd := range t.bds {
+		if filter != nil && !filter(k, bd) {
+			continue
+		}
+		if written, done := test(k, bd); done {
+			p.done[k] = start
+		} else if written {
+			p.written[k] = start
+		}
+	}
+	if len(p.done) >= want {
+		close(p.complete)
+	}
+	t.bdPhase = p
+	return p
+}
+
+// deploymentIDs returns the deploymentID of each BundleDeployment that
+// filter accepts.
+func (t *tracker) deploymentIDs(filter func(string, runtime.Object) bool) map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for k, bd := range t.bds {
+		if filter == nil || filter(k, bd) {
+			out[k] = bd.Spec.DeploymentID
+		}
+	}
+	return out
+}
+
+// count returns how many BundleDeployments pred accepts.
+func (t *tracker) count(pred func(string, *fleet.BundleDeployment) bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, bd := range t.bds {
+		if pred(k, bd) {
+			n++
+		}
+	}
+	return n
 }
 
 func (t *tracker) startClusterPhase(want int) *phase {
