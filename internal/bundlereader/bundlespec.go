@@ -152,10 +152,13 @@ func applyOptions(spec *fleet.BundleSpec, o *Options) {
 }
 
 // assembleTargets builds targets and restrictions as Fleet's reader does
-// (reference §3.1).
+// (reference §3.1). As in Rancher Fleet, overrideTargets replaces the
+// GitRepo's targets whenever fleet.yaml sets it, also to an empty list
+// (override non-nil): the bundle then has no restrictions and, without
+// targets of its own, the default target.
 func assembleTargets(targets []fleet.BundleTarget, override []GitTarget, o *Options) ([]fleet.BundleTarget, []fleet.BundleTargetRestriction) {
 	var restrictions []fleet.BundleTargetRestriction
-	if len(override) > 0 {
+	if override != nil {
 		for _, t := range override {
 			targets = append(targets, fleet.BundleTarget{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
 				ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector})

@@ -77,19 +77,44 @@ func newChartFetcher(ctx context.Context, auth HelmAuth, urlRegex string, limits
 // credentials were given for (helm.repo, an oci:// or http(s) helm.chart).
 // They go only to origin's scheme and host, as Helm sends them without
 // --pass-credentials, so an index that points a chart download at another
-// host does not receive them; with a helm repo URL regex, only when origin
-// matches it. An empty origin gets none: see depOrigin.
+// host does not receive them. An empty origin gets none: the callers pass
+// authOrigin's (or depOrigin's), which is empty when the helm repo URL
+// regex does not allow the credentials.
 func (cf *chartFetcher) credentialsFor(u, origin string) (string, string, bool) {
 	if origin == "" || (cf.auth.Username == "" && cf.auth.Password == "") {
-		return "", "", false
-	}
-	if cf.regex != nil && !cf.regex.MatchString(origin) {
 		return "", "", false
 	}
 	if !sameOrigin(u, origin) {
 		return "", "", false
 	}
 	return cf.auth.Username, cf.auth.Password, true
+}
+
+// regexAllows says whether the helm repo URL regex (if any) lets the
+// credentials go to the chart of h. As in Rancher Fleet
+// (shouldAddAuthToRequest), the regex is matched against helm.repo as
+// written when it is set, else against helm.chart as written: the
+// registry path of an oci:// repo without the chart name, and a git::
+// source with its prefix, directory and ref, so that the same regex gives
+// the same result as in Rancher.
+func (cf *chartFetcher) regexAllows(h *fleet.HelmOptions) bool {
+	if cf.regex == nil {
+		return true
+	}
+	if h.Repo != "" {
+		return cf.regex.MatchString(h.Repo)
+	}
+	return cf.regex.MatchString(h.Chart)
+}
+
+// authOrigin is the credential origin (see credentialsFor) of the chart
+// of h fetched from origin: empty when the helm repo URL regex does not
+// allow credentials for it.
+func (cf *chartFetcher) authOrigin(h *fleet.HelmOptions, origin string) string {
+	if !cf.regexAllows(h) {
+		return ""
+	}
+	return origin
 }
 
 // depOrigin is the credential origin of a chart dependency's repository:
@@ -125,7 +150,7 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	case strings.HasPrefix(h.Chart, "http://") || strings.HasPrefix(h.Chart, "https://"):
 		return cf.fromURL(h, files)
 	case strings.HasPrefix(h.Chart, "git::"):
-		return cf.fromGit(h, files)
+		return cf.fromGit(h, cf.regexAllows(h), files)
 	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
 		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz, git::<repository URL>[//<directory>][?ref=<ref>] or github.com/<owner>/<repository>[//<directory>][?ref=<ref>])", redact(h.Chart))
 	default:
@@ -134,8 +159,9 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 		// gitlab.com/ or bitbucket.org/ is a git repository.
 		if g, ok := expandGitShorthand(h.Chart); ok {
 			if _, err := os.Stat(filepath.Join(bundleDir, filepath.FromSlash(h.Chart))); os.IsNotExist(err) {
+				allowed := cf.regexAllows(h) // as written, as in Rancher Fleet
 				h.Chart = g
-				return cf.fromGit(h, files)
+				return cf.fromGit(h, allowed, files)
 			}
 		}
 		return cf.fromLocal(h, bundleDir, files)
@@ -220,7 +246,8 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 	if err := cf.download("chart " + redact(h.Repo) + " " + h.Chart); err != nil {
 		return err
 	}
-	cv, err := cf.lookup(h.Repo, h.Repo, h.Chart, h.Version)
+	origin := cf.authOrigin(h, h.Repo)
+	cv, err := cf.lookup(h.Repo, origin, h.Chart, h.Version)
 	if errors.Is(err, ErrInvalidVersion) {
 		return fmt.Errorf("helm.version: %w", err)
 	}
@@ -232,7 +259,7 @@ func (cf *chartFetcher) fromRepo(h *fleet.HelmOptions, files *[]file) error {
 		h.Chart, h.Version, h.Repo = done.path, done.version, ""
 		return nil
 	}
-	data, err := cf.downloadVersion(h.Repo, h.Repo, cv)
+	data, err := cf.downloadVersion(h.Repo, origin, cv)
 	if err != nil {
 		return err
 	}
@@ -248,7 +275,7 @@ func (cf *chartFetcher) fromURL(h *fleet.HelmOptions, files *[]file) error {
 	if err := cf.download("helm.chart " + redact(h.Chart)); err != nil {
 		return err
 	}
-	data, err := cf.get(h.Chart, h.Chart, cf.limits.MaxChartSize)
+	data, err := cf.get(h.Chart, cf.authOrigin(h, h.Chart), cf.limits.MaxChartSize)
 	if err != nil {
 		return fmt.Errorf("helm.chart: %w", err)
 	}
@@ -260,7 +287,7 @@ func (cf *chartFetcher) fromOCI(h *fleet.HelmOptions, ref string, files *[]file)
 	if err := cf.download("chart oci://" + redactRef(ref)); err != nil {
 		return err
 	}
-	data, err := cf.pullOCI(ref, h.Version, "", "oci://"+ref)
+	data, err := cf.pullOCI(ref, h.Version, "", cf.authOrigin(h, "oci://"+ref))
 	if errors.Is(err, ErrInvalidVersion) {
 		return fmt.Errorf("helm.version: %w", err)
 	}

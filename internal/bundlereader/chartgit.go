@@ -114,21 +114,25 @@ func parseGitChart(s string) (gitChart, error) {
 // gitCredentials are the credentials of a git:: source: over SSH (ssh://
 // or user@host:path) the helm SSH private key, with the helm known hosts,
 // else the username and password over HTTP(S). Either is used only when
-// helmRepoURLRegex allows it for the repository. An SSH source without a
+// allowed, which says whether helmRepoURLRegex allows it for the chart
+// (chartFetcher.regexAllows: matched, as in Rancher Fleet, against
+// helm.chart as written, git:: prefix included). An SSH source without a
 // usable key is refused here, naming where the key comes from; the key
 // never appears in an error. The server's host key is left to the git
 // client, so that a chart source follows the same host key policy as the
 // GitRepos' clones: strict against known_hosts, unless the process turned
 // host key checks off (git.SetInsecureSkipHostKeyChecks, the manager's
 // insecureSkipHostKeyChecks); hostKeyError explains its refusals.
-func (cf *chartFetcher) gitCredentials(src gitChart) (git.Credentials, error) {
+func (cf *chartFetcher) gitCredentials(src gitChart, allowed bool) (git.Credentials, error) {
 	if !git.IsSSH(src.url) {
+		if !allowed {
+			return git.Credentials{}, nil
+		}
 		if user, pass, ok := cf.credentialsFor(src.url, src.url); ok {
 			return git.Credentials{Username: user, Password: pass}, nil
 		}
 		return git.Credentials{}, nil
 	}
-	allowed := cf.regex == nil || cf.regex.MatchString(src.url)
 	if len(cf.auth.SSHPrivateKey) == 0 || !allowed {
 		why := "no SSH private key is set"
 		if len(cf.auth.SSHPrivateKey) > 0 {
@@ -191,14 +195,15 @@ func sshServer(u string) string {
 // (a branch, tag or commit; the default branch without one), the chart in
 // its directory, with the credentials of gitCredentials and the helm CA
 // bundle and TLS setting. The bundle records the chart under
-// .chart/<key of URL, directory, commit>.
-func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, files *[]file) error {
+// .chart/<key of URL, directory, commit>. allowed is regexAllows of the
+// chart as written (before a shorthand was expanded).
+func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, allowed bool, files *[]file) error {
 	src, err := parseGitChart(h.Chart)
 	if err != nil {
 		return err
 	}
 	remote := git.Remote{URL: src.url, CABundle: cf.auth.CABundle, InsecureSkipTLS: cf.auth.InsecureSkipTLS}
-	if remote.Credentials, err = cf.gitCredentials(src); err != nil {
+	if remote.Credentials, err = cf.gitCredentials(src, allowed); err != nil {
 		return err
 	}
 	remote.Revision = src.ref

@@ -39,6 +39,8 @@ type FleetYAML struct {
 	// image scanning is not implemented (Fleet's is off by default).
 	ImageScans []ImageScan `json:"imageScans,omitempty"`
 	// OverrideTargets replace the targets of the GitRepo (or --targets-file).
+	// Nil (the key absent or null) and empty (overrideTargets: []) differ,
+	// as in Rancher Fleet: an empty list still replaces them.
 	OverrideTargets []GitTarget `json:"overrideTargets,omitempty"`
 }
 

@@ -152,9 +152,13 @@ type Options struct {
 
 // Read walks root/paths (globs allowed; default ".") and returns one Bundle
 // per bundle directory, named NAME-<path> via names.HelmReleaseName (or
-// fleet.yaml's name as written) and sorted by name. Any error fails the
-// whole read, so a caller never applies a partial set of bundles (which
-// would prune the rest).
+// fleet.yaml's name as written) and sorted by name. As in Rancher Fleet, a
+// path or directory that yields no bundle (it matches nothing or only
+// files, or holds no fleet.yaml nor YAML) is skipped with a warning
+// (Options.Warn), and the read fails only when no path yields a bundle: an
+// empty result would make the caller prune every bundle. Any other error
+// fails the whole read, so a caller never applies a partial set of
+// bundles (which would prune the rest).
 func Read(ctx context.Context, name, root string, paths []string, opts Options) ([]*fleet.Bundle, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	fs, err := newFS(root, opts.Limits)
@@ -164,89 +168,18 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
-	var dirs []string
-	// firstDir is the first directory of paths[0], which opts.FleetYAML
-	// defines.
-	var firstDir string
-	seen := map[string]bool{}
-	for i, p := range paths {
-		// As in Rancher Fleet, a leading "/" means the repository root.
-		if p = strings.TrimLeft(p, "/"); p == "" {
-			p = "."
-		}
-		if filepath.IsAbs(p) {
-			return nil, fmt.Errorf("path %q: must be relative to the repository root", p)
-		}
-		matches, err := filepath.Glob(filepath.Join(fs.root, filepath.FromSlash(p)))
-		if err != nil {
-			return nil, fmt.Errorf("path %q: %w", p, err)
-		}
-		if len(matches) == 0 {
-			return nil, fmt.Errorf("path %q does not exist", p)
-		}
-		sort.Strings(matches)
-		matchedDir := false
-		for _, m := range matches {
-			if !fs.inside(m) {
-				return nil, fmt.Errorf("path %q is outside the repository", p)
-			}
-			st, err := os.Stat(m)
-			if err != nil {
-				return nil, fmt.Errorf("path %q: %w", p, err)
-			}
-			if !st.IsDir() {
-				// A file matched by a glob that also matches directories is
-				// skipped; an entry matching only files fails below.
-				continue
-			}
-			matchedDir = true
-			if i == 0 && firstDir == "" {
-				firstDir = m
-			}
-			found, err := fs.discover(m)
-			if err != nil {
-				return nil, err
-			}
-			if len(found) == 0 && !(i == 0 && opts.FleetYAML != nil) {
-				return nil, fmt.Errorf("path %q: no fleet.yaml and no YAML manifests found", fs.rel(m))
-			}
-			if len(found) == 0 || found[0] != m {
-				if i == 0 && opts.FleetYAML != nil {
-					found = append([]string{m}, found...)
-				}
-			}
-			for _, d := range found {
-				if !seen[d] {
-					seen[d] = true
-					dirs = append(dirs, d)
-				}
-			}
-		}
-		if !matchedDir {
-			// Skipping it would drop its bundles, and the caller would prune
-			// them: a path that became a file is a broken input.
-			if len(matches) == 1 && !hasGlobMeta(p) {
-				return nil, fmt.Errorf("path %q is a file; paths name directories", p)
-			}
-			return nil, fmt.Errorf("path %q matches no directory (only files); paths name directories", p)
-		}
+	scan, err := scanPaths(fs, paths, opts.FleetYAML)
+	if err != nil {
+		return nil, err
 	}
-	if opts.FleetYAML == nil {
-		firstDir = ""
-	}
-	if len(dirs) == 0 {
-		// Unreachable by the checks above; an empty result would make the
-		// caller prune every bundle, so never return one.
-		return nil, fmt.Errorf("paths %q: no bundle directories found", paths)
-	}
-	bundles := make([]*fleet.Bundle, 0, len(dirs))
+	bundles := make([]*fleet.Bundle, 0, len(scan.dirs))
 	byName := map[string]string{}
-	for _, d := range dirs {
+	for _, d := range scan.dirs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var override []byte
-		if d == firstDir {
+		if d == scan.firstDir {
 			override = opts.FleetYAML
 		}
 		b, err := readBundle(ctx, bundleInput{name: name, fs: fs, dir: d, fleetYAML: override, opts: &opts})
@@ -259,13 +192,16 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 		byName[b.Name] = displayPath(fs.rel(d))
 		bundles = append(bundles, b)
 	}
+	if len(bundles) == 0 {
+		return nil, noBundleError(paths, scan.skipped)
+	}
+	if opts.Warn != nil {
+		for _, s := range scan.skipped {
+			opts.Warn(s + "; skipped")
+		}
+	}
 	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
 	return bundles, nil
-}
-
-// hasGlobMeta reports whether p holds a filepath.Match pattern character.
-func hasGlobMeta(p string) bool {
-	return strings.ContainsAny(p, `*?[\`)
 }
 
 func displayPath(rel string) string {

@@ -111,6 +111,11 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientK
 	if len(auth.CABundle) == 0 {
 		auth.CABundle = repo.Spec.CABundle
 	}
+	// As in Rancher Fleet, the GitRepo's insecureSkipTLSVerify also skips
+	// TLS verification for chart repositories, registries and git:: chart
+	// sources, with or without a helm Secret. A path that matches an
+	// entry of helmSecretNameForPaths uses that entry's setting alone.
+	auth.InsecureSkipTLS = auth.InsecureSkipTLS || repo.Spec.InsecureSkipTLSverify
 	if len(auth.SSHKnownHosts) == 0 {
 		auth.SSHKnownHosts = clientKnownHosts
 	}
@@ -125,8 +130,17 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientK
 	if err != nil {
 		return auth, nil, fmt.Errorf("reading helm secret for paths: %w", err)
 	}
+	// Rancher Fleet fails on a Secret without the key too; accepting it
+	// would silently drop every path's credentials, helmSecretName's too.
+	data, ok := s.Data[helmKeyPathsSecret]
+	if !ok {
+		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q has no key %s", name, helmKeyPathsSecret)}
+	}
+	if len(data) == 0 {
+		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q: key %s is empty", name, helmKeyPathsSecret)}
+	}
 	var entries map[string]helmPathAuth
-	if err := yaml.Unmarshal(s.Data[helmKeyPathsSecret], &entries); err != nil {
+	if err := yaml.Unmarshal(data, &entries); err != nil {
 		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q: key %s: %v", name, helmKeyPathsSecret, err)}
 	}
 	byPath := map[string]bundlereader.HelmAuth{}

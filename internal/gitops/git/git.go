@@ -217,6 +217,10 @@ func explain(ctx context.Context, err error) error {
 		return fmt.Errorf("timed out talking to git server: %w", err)
 	case errors.Is(err, transport.ErrAuthenticationRequired):
 		return fmt.Errorf("authentication required: %w", err)
+	case isSSHAuthFailure(err):
+		// The SSH client has no typed error for a refused key; without
+		// this it would look like an outage and be retried forever.
+		return fmt.Errorf("%w: the SSH server did not accept the private key: %w", transport.ErrAuthenticationRequired, err)
 	case errors.Is(err, transport.ErrAuthorizationFailed):
 		return fmt.Errorf("authorization failed: %w", err)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
@@ -225,6 +229,13 @@ func explain(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrHostKey, err)
 	}
 	return err
+}
+
+// isSSHAuthFailure reports the SSH handshake's refusal of every key offered
+// (golang.org/x/crypto/ssh: "ssh: unable to authenticate, attempted methods
+// [none publickey], no supported methods remain").
+func isSSHAuthFailure(err error) bool {
+	return strings.Contains(err.Error(), "ssh: unable to authenticate")
 }
 
 // redactedError masks the user information of the URLs in its message
