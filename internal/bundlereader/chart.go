@@ -91,17 +91,23 @@ func (cf *chartFetcher) credentialsFor(u, origin string) (string, string, bool) 
 }
 
 // regexAllows says whether the helm repo URL regex (if any) lets the
-// credentials go to the chart of h. As in Rancher Fleet
-// (shouldAddAuthToRequest), the regex is matched against helm.repo as
-// written when it is set, else against helm.chart as written: the
+// credentials go to the chart of h fetched from origin. As in Rancher
+// Fleet (shouldAddAuthToRequest), the regex is matched against helm.repo
+// as written when it is set, else against helm.chart as written: the
 // registry path of an oci:// repo without the chart name, and a git::
-// source with its prefix, directory and ref, so that the same regex gives
-// the same result as in Rancher.
-func (cf *chartFetcher) regexAllows(h *fleet.HelmOptions) bool {
-	if cf.regex == nil {
+// source with its prefix, directory and ref, so that a regex written for
+// Rancher gives the credentials it gives there. It is also matched
+// against origin, the URL actually fetched (the oci:// reference with the
+// chart's name, a git:: source's repository URL), as this project did
+// before: a regex written for that keeps working. Either way the regex
+// approves the very server the credentials go to.
+func (cf *chartFetcher) regexAllows(h *fleet.HelmOptions, origin string) bool {
+	switch {
+	case cf.regex == nil:
 		return true
-	}
-	if h.Repo != "" {
+	case origin != "" && cf.regex.MatchString(origin):
+		return true
+	case h.Repo != "":
 		return cf.regex.MatchString(h.Repo)
 	}
 	return cf.regex.MatchString(h.Chart)
@@ -111,7 +117,7 @@ func (cf *chartFetcher) regexAllows(h *fleet.HelmOptions) bool {
 // of h fetched from origin: empty when the helm repo URL regex does not
 // allow credentials for it.
 func (cf *chartFetcher) authOrigin(h *fleet.HelmOptions, origin string) string {
-	if !cf.regexAllows(h) {
+	if !cf.regexAllows(h, origin) {
 		return ""
 	}
 	return origin
@@ -150,7 +156,7 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 	case strings.HasPrefix(h.Chart, "http://") || strings.HasPrefix(h.Chart, "https://"):
 		return cf.fromURL(h, files)
 	case strings.HasPrefix(h.Chart, "git::"):
-		return cf.fromGit(h, cf.regexAllows(h), files)
+		return cf.fromGit(h, cf.regexAllows(h, ""), files)
 	case strings.Contains(h.Chart, "::") || strings.Contains(h.Chart, "://"):
 		return fmt.Errorf("helm.chart %q: unsupported chart source (use a local path, a Helm repository, oci://, an http(s) URL of a .tgz, git::<repository URL>[//<directory>][?ref=<ref>] or github.com/<owner>/<repository>[//<directory>][?ref=<ref>])", redact(h.Chart))
 	default:
@@ -159,7 +165,7 @@ func (cf *chartFetcher) resolve(h *fleet.HelmOptions, bundleDir string, files *[
 		// gitlab.com/ or bitbucket.org/ is a git repository.
 		if g, ok := expandGitShorthand(h.Chart); ok {
 			if _, err := os.Stat(filepath.Join(bundleDir, filepath.FromSlash(h.Chart))); os.IsNotExist(err) {
-				allowed := cf.regexAllows(h) // as written, as in Rancher Fleet
+				allowed := cf.regexAllows(h, "") // as written, as in Rancher Fleet
 				h.Chart = g
 				return cf.fromGit(h, allowed, files)
 			}

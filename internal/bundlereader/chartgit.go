@@ -115,8 +115,9 @@ func parseGitChart(s string) (gitChart, error) {
 // or user@host:path) the helm SSH private key, with the helm known hosts,
 // else the username and password over HTTP(S). Either is used only when
 // allowed, which says whether helmRepoURLRegex allows it for the chart
-// (chartFetcher.regexAllows: matched, as in Rancher Fleet, against
-// helm.chart as written, git:: prefix included). An SSH source without a
+// (chartFetcher.regexAllows: matched against helm.chart as written, git::
+// prefix included, as in Rancher Fleet, and against the repository URL).
+// An SSH source without a
 // usable key is refused here, naming where the key comes from; the key
 // never appears in an error. The server's host key is left to the git
 // client, so that a chart source follows the same host key policy as the
@@ -202,6 +203,9 @@ func (cf *chartFetcher) fromGit(h *fleet.HelmOptions, allowed bool, files *[]fil
 	if err != nil {
 		return err
 	}
+	// The chart as written (Rancher's subject) or the repository URL
+	// fetched (this project's earlier one): see regexAllows.
+	allowed = allowed || cf.regexAllows(h, src.url)
 	remote := git.Remote{URL: src.url, CABundle: cf.auth.CABundle, InsecureSkipTLS: cf.auth.InsecureSkipTLS}
 	if remote.Credentials, err = cf.gitCredentials(src, allowed); err != nil {
 		return err

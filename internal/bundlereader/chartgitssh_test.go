@@ -44,8 +44,10 @@ func TestChartFromGitOverSSH(t *testing.T) {
 
 	for name, opts := range map[string]Options{
 		"key and known hosts": {Auth: good},
-		// As in Rancher Fleet, the regex sees helm.chart as written.
-		"regex allows it": {Auth: good, HelmRepoURLRegex: "^git::ssh://git@127\\.0\\.0\\.1"},
+		// As in Rancher Fleet, the regex sees helm.chart as written;
+		// it also sees the repository URL fetched.
+		"regex allows it":  {Auth: good, HelmRepoURLRegex: "^git::ssh://git@127\\.0\\.0\\.1"},
+		"regex on the URL": {Auth: good, HelmRepoURLRegex: "^ssh://git@127\\.0\\.0\\.1"},
 		// Known hosts name servers, not credentials: a per-path
 		// entry's key is checked against the general known hosts.
 		"by path": {Auth: HelmAuth{SSHKnownHosts: srv.KnownHosts}, AuthByPath: map[string]HelmAuth{".": {SSHPrivateKey: srv.ClientKeyPEM}}},
@@ -73,8 +75,6 @@ func TestChartFromGitOverSSH(t *testing.T) {
 		"unknown host key": {auth: HelmAuth{SSHPrivateKey: srv.ClientKeyPEM, SSHKnownHosts: []byte(host + " " + otherHostKey + "\n")},
 			want: "host key"},
 		"regex refuses": {auth: good, regex: "^https://", want: "regex does not allow"},
-		// Rancher Fleet does not strip git:: before matching.
-		"regex without git:: refuses": {auth: good, regex: "^ssh://git@127\\.0\\.0\\.1", want: "regex does not allow"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := readOne(t, dir, Options{Auth: tc.auth, HelmRepoURLRegex: tc.regex})

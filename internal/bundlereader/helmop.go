@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 )
 
@@ -19,8 +21,13 @@ import (
 // downloaded and stored as the bundle's resources exactly as for a
 // fleet.yaml, so agents never need to reach the repository, and
 // spec.helm.version of the result is the version that was resolved. The
-// bundle is named after name (names.HelmReleaseName).
+// bundle is named name exactly, the HelmOp's name, as Rancher Fleet names
+// it, so that dependsOn finds it by that name and a HelmOp moved from
+// Rancher keeps its Bundle; CheckHelmOpName says which names can be.
 func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts Options) (*fleet.Bundle, error) {
+	if err := CheckHelmOpName(name); err != nil {
+		return nil, err
+	}
 	h := spec.Helm
 	if h == nil || h.Chart == "" {
 		return nil, specError("spec.helm.chart is required: name the chart to deploy")
@@ -36,7 +43,7 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 	}
 	s := spec.DeepCopy()
 	s.Resources, s.ContentsID, s.ValuesHash = nil, "", ""
-	data, err := json.Marshal(FleetYAML{BundleSpec: *s})
+	data, err := json.Marshal(FleetYAML{Name: name, BundleSpec: *s})
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +68,30 @@ func ReadHelmOp(ctx context.Context, name string, spec *fleet.BundleSpec, opts O
 		return nil, invalidSpec{err}
 	}
 	return b, err
+}
+
+// CheckHelmOpName refuses a HelmOp name its Bundle cannot have, before
+// anything is fetched or written. The API server lets a HelmOp's name be
+// any DNS-1123 subdomain of up to 253 characters, but the Bundle's name is
+// the value of label fleet.cattle.io/bundle-name on every
+// BundleDeployment, and the HelmOp's name that of
+// fleet.cattle.io/fleet-helm-name on the Bundle: a label value holds at
+// most 63 characters. (Rancher Fleet sends such a Bundle to the API
+// server, which refuses it, and retries forever.)
+func CheckHelmOpName(name string) error {
+	var problem string
+	switch {
+	case len(validation.IsDNS1123Subdomain(name)) > 0:
+		problem = "it is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.'), which the API server requires of a Bundle name"
+	case len(name) > MaxBundleNameLen:
+		problem = fmt.Sprintf("it is %d characters long, at most %d are allowed: the Bundle is named after the HelmOp, "+
+			"and that name is the value of labels %s and %s, which hold at most %d characters",
+			len(name), MaxBundleNameLen, fleet.HelmOpLabel, fleet.BundleLabel, MaxBundleNameLen)
+	default:
+		return nil
+	}
+	return specError(fmt.Sprintf("HelmOp name %q cannot name its Bundle: %s. "+
+		"Nothing is deployed: create the HelmOp again under a shorter name and delete this one", name, problem))
 }
 
 // ErrInvalidSpec matches the errors of ReadHelmOp that no retry can fix:

@@ -14,7 +14,10 @@ import (
 // written when it is set, else helm.chart as written. So an anchored
 // regex written for Rancher gives the same credentials here: for an
 // oci:// helm.repo it sees the repository without the chart name, and for
-// a git:: chart the whole string, prefix included.
+// a git:: chart the whole string, prefix included. It is also matched
+// against the URL fetched, as this project did before (the oci://
+// reference with the chart's name, the git repository's URL); a regex
+// matching neither gets no credentials.
 func TestHelmRepoURLRegexSubject(t *testing.T) {
 	t.Run("oci repo", func(t *testing.T) {
 		host := ociRegistry(t, "bob", "pw", helmrepo.Chart(t, "private", "0.2.0"))
@@ -28,9 +31,13 @@ func TestHelmRepoURLRegexSubject(t *testing.T) {
 		}
 		mustHaveChart(t, b, b.Spec.Helm, "private", "0.2.0")
 
-		// The chart name is not part of what the regex sees.
-		if _, err := readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "/charts/private$"}); err == nil {
-			t.Fatal("credentials sent for a regex that matches only <repo>/<chart>, not helm.repo")
+		// The reference fetched, <repo>/<chart>, as before.
+		if _, err := readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "/charts/private$"}); err != nil {
+			t.Fatalf("a regex matching the reference fetched: %v", err)
+		}
+		// Neither.
+		if _, err := readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "/other$"}); err == nil {
+			t.Fatal("credentials sent for a regex that matches neither helm.repo nor the reference")
 		}
 	})
 
@@ -62,8 +69,12 @@ func TestHelmRepoURLRegexSubject(t *testing.T) {
 		}
 		mustHaveChart(t, b, b.Spec.Helm, "app", "1.0.0")
 
-		// Rancher Fleet does not strip git:: before matching.
-		_, err = readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "^" + regexp.QuoteMeta(url)})
+		// The repository URL fetched, as before.
+		if _, err := readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "^" + regexp.QuoteMeta(url) + "$"}); err != nil {
+			t.Fatalf("a regex matching the repository URL: %v", err)
+		}
+		// Neither.
+		_, err = readOne(t, dir, Options{Auth: auth, HelmRepoURLRegex: "^https://other\\."})
 		if err == nil || !strings.Contains(err.Error(), "auth") {
 			t.Fatalf("err = %v; want the server to refuse a fetch without credentials", err)
 		}

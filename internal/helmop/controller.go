@@ -34,7 +34,6 @@ import (
 	"github.com/fleetgo/fleet/internal/apply"
 	"github.com/fleetgo/fleet/internal/bundlereader"
 	"github.com/fleetgo/fleet/internal/finalizer"
-	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/policy"
 	"github.com/fleetgo/fleet/internal/statuswrite"
 )
@@ -188,7 +187,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// HelmOp otherwise waits for its backoff whatever else wakes it.
 	due := !st.next.IsZero() && !now.Before(st.next)
 	stamp := policyStamp(authorized, refusal)
-	if st.generation != op.Generation || due || (bundle == nil && st.err == nil) || st.policy != stamp {
+	missing := bundle == nil || bundle.Name != op.Name
+	if st.generation != op.Generation || due || (missing && st.err == nil) || st.policy != stamp {
 		st.policy = stamp
 		r.build(ctx, op, authorized, refusal, st, now)
 		if bundle, err = r.currentBundle(ctx, op); err != nil {
@@ -209,6 +209,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var requeue time.Duration
 	if !st.next.IsZero() {
 		requeue = max(time.Until(st.next), time.Second)
+	}
+	waiting, err := r.pruneRenamed(ctx, op)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if waiting && (requeue == 0 || requeue > renamePoll) {
+		requeue = renamePoll
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -297,15 +304,15 @@ func (r *Reconciler) buildBundle(ctx context.Context, op *fleet.HelmOp) (string,
 		Namespace: op.Namespace,
 		Reader:    r.APIReader,
 	}); err != nil {
-		if errors.Is(err, apply.ErrInvalidValues) {
-			// Target values that cannot be stored: the spec must change.
+		if errors.Is(err, apply.ErrInvalidValues) || errors.Is(err, apply.ErrOwnedByOther) {
+			// Target values that cannot be stored, or a Bundle of that
+			// name that a GitRepo owns: the spec or a name must change.
 			return "", &inputError{err}
 		}
 		return "", fmt.Errorf("writing bundle %s: %w", b.Name, err)
 	}
-	if err := r.prune(ctx, op, b.Name); err != nil {
-		return "", err
-	}
+	// A Bundle of op under another name (see pruneRenamed) goes once this
+	// one has taken its deployments over.
 	return b.Spec.Helm.Version, nil
 }
 
@@ -318,22 +325,6 @@ func ownSelector(op *fleet.HelmOp) labels.Selector {
 	own, _ := labels.NewRequirement(fleet.HelmOpLabel, selection.Equals, []string{op.Name})
 	notRepo, _ := labels.NewRequirement(fleet.RepoLabel, selection.DoesNotExist, nil)
 	return labels.NewSelector().Add(*own, *notRepo)
-}
-
-// prune deletes op's Bundles other than keep (one under an older name).
-func (r *Reconciler) prune(ctx context.Context, op *fleet.HelmOp, keep string) error {
-	var list fleet.BundleList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)}); err != nil {
-		return fmt.Errorf("listing bundles to prune: %w", err)
-	}
-	for i := range list.Items {
-		if b := &list.Items[i]; b.Name != keep {
-			if err := r.Client.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("pruning bundle %s: %w", b.Name, err)
-			}
-		}
-	}
-	return nil
 }
 
 // checkVersion refuses a helm.version that is neither an exact version
@@ -373,11 +364,10 @@ func (r *Reconciler) currentBundle(ctx context.Context, op *fleet.HelmOp) (*flee
 	if len(list.Items) == 0 {
 		return nil, nil
 	}
-	// The Bundle of the current name, if any, rather than one left under an
-	// older name until the next build prunes it.
-	want := names.HelmReleaseName(op.Name)
+	// The Bundle named op.Name, if any, rather than one left under an
+	// older name until pruneRenamed deletes it.
 	for i := range list.Items {
-		if list.Items[i].Name == want {
+		if list.Items[i].Name == op.Name {
 			return &list.Items[i], nil
 		}
 	}
