@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/target"
 )
 
@@ -101,6 +102,6 @@ targetCustomizations:
 
 func testCluster(name, key, value string) *fleet.Cluster {
 	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "test", Labels: map[string]string{key: value}}}
-	c.Status.Namespace = "cluster-" + name
+	c.Status.Namespace = names.ClusterNamespace(c.Namespace, name)
 	return c
 }

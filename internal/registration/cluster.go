@@ -43,10 +43,12 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration-cluster").
-		// Only spec, label and deletion changes matter here; the agents'
+		// Only spec, label and deletion changes matter here, and a
+		// rewritten status.namespace (the agent may patch its Cluster's
+		// status: the manager puts its own value back); the agents'
 		// heartbeats (status) must not cause a reconcile each.
 		For(&fleet.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
-			predicate.LabelChangedPredicate{}, deleting))).
+			predicate.LabelChangedPredicate{}, deleting, statusNamespaceChanged))).
 		// An imported cluster's kubeconfig Secret (metadata only).
 		WatchesMetadata(secret, onSecret).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Opts.Workers, RateLimiter: rateLimiter()}).
@@ -87,6 +89,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var conflict *namespaceConflict
 	switch {
 	case err == nil:
+		r.noteNamespaceRewrite(ctx, cluster, ns)
 		cluster.Status.Namespace = ns
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionTrue, "NamespaceCreated", "", cluster.Generation)
 		if cluster.Spec.KubeConfigSecret != "" {
@@ -119,6 +122,34 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 var deleting = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	return !e.ObjectNew.GetDeletionTimestamp().IsZero()
 }}
+
+// statusNamespaceChanged passes updates that change status.namespace: the
+// manager alone decides it, but the agent's credential may patch the
+// status, and targeting must not be left with another value.
+var statusNamespaceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*fleet.Cluster)
+	n, okN := e.ObjectNew.(*fleet.Cluster)
+	return okO && okN && o.Status.Namespace != n.Status.Namespace
+}}
+
+// ReasonNamespaceRestored is the reason of the Warning Event of a Cluster
+// whose status.namespace someone else rewrote (its agent's credential may
+// patch the status) and the manager set back.
+const ReasonNamespaceRestored = "NamespaceRestored"
+
+// noteNamespaceRewrite logs and records an Event when cluster's
+// status.namespace is set and is not ns, the one the manager gives it.
+func (r *ClusterReconciler) noteNamespaceRewrite(ctx context.Context, cluster *fleet.Cluster, ns string) {
+	got := cluster.Status.Namespace
+	if got == "" || got == ns {
+		return
+	}
+	ctrl.LoggerFrom(ctx).Info("restoring the cluster namespace rewritten in its status", "namespace", ns, "found", got)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonNamespaceRestored, "RestoreNamespace",
+			"status.namespace was %.80q, not the cluster's namespace %s (written by something other than the manager, such as the agent's credential); set back", got, ns)
+	}
+}
 
 // ReasonNamespaceConflict is the reason of a Cluster's Processed=False
 // condition when its namespace belongs to another Cluster, or is not a
@@ -305,7 +336,8 @@ func registrationOf(reg *fleet.ClusterRegistration, cluster *fleet.Cluster) bool
 // gets 401 from then on), deletes its registrations, its import token and
 // its namespace. It keeps the Cluster (its finalizer) until the manager no
 // longer sees any of its registrations: a registration waiting for the
-// Cluster would otherwise create it again once it is gone.
+// Cluster would otherwise create it again once it is gone. One that only
+// a foreign finalizer keeps is not waited for (awaitedOnDelete).
 func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.Cluster) error {
 	regs := &RegistrationReconciler{reconcilerBase: r.reconcilerBase}
 	var list fleet.ClusterRegistrationList
@@ -318,7 +350,7 @@ func (r *ClusterReconciler) cleanupCluster(ctx context.Context, cluster *fleet.C
 		if !registrationOf(reg, cluster) {
 			continue
 		}
-		left = true
+		left = left || awaitedOnDelete(reg)
 		if err := regs.revoke(ctx, reg); err != nil {
 			return err
 		}

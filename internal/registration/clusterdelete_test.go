@@ -135,3 +135,69 @@ func TestRevokeWithoutGrantedStatus(t *testing.T) {
 		_ = up.Client.Delete(ctx, &c)
 	}
 }
+
+// TestForeignFinalizerDoesNotHoldCluster: whoever holds a registration
+// token may create registrations with any metadata, a finalizer of its own
+// among it, and the clientID of a cluster it wants to keep. Deleting that
+// Cluster revokes and deletes the registration, and the Cluster is gone
+// although the registration stays, held by the finalizer nobody removes:
+// the manager does not wait for what it cannot finish.
+func TestForeignFinalizerDoesNotHoldCluster(t *testing.T) {
+	ctx := context.Background()
+	const clientID, foreign = "victim-client", "example.com/never"
+	victim := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "victim", Namespace: workspace},
+		Spec: fleet.ClusterSpec{ClientID: clientID}}
+	if err := up.Client.Create(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	v := newToken(t, workspace, "rogue-token", time.Hour)
+	rogue := &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "request-x", Namespace: workspace,
+		Labels:     map[string]string{fleet.RegistrationTokenLabel: "rogue-token"},
+		Finalizers: []string{foreign}},
+		Spec: fleet.ClusterRegistrationSpec{ClientID: clientID, ClientRandom: "r1"}}
+	if err := clientFor(t, tokenConfig(v)).Create(ctx, rogue); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		got := &fleet.ClusterRegistration{}
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(rogue), got); err == nil {
+			got.Finalizers = nil
+			_ = up.Client.Update(ctx, got)
+		}
+	})
+	got := &fleet.ClusterRegistration{}
+	eventually(t, "the registration is granted for the victim", func() error {
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(rogue), got); err != nil {
+			return err
+		}
+		if !got.Status.Granted || got.Status.ClusterName != victim.Name {
+			return fmt.Errorf("status %+v", got.Status)
+		}
+		return nil
+	})
+	saKey := client.ObjectKey{Namespace: names.ClusterNamespace(workspace, victim.Name), Name: registration.RequestSAName(got)}
+
+	if err := up.Client.Delete(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the victim cluster is deleted", func() error {
+		c := &fleet.Cluster{}
+		err := up.Client.Get(ctx, client.ObjectKeyFromObject(victim), c)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (deleting since %v, finalizers %v): %v", c.DeletionTimestamp, c.Finalizers, err)
+	})
+	if err := up.Client.Get(ctx, saKey, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the registration's credential ServiceAccount is not revoked: %v", err)
+	}
+	if err := up.Client.Get(ctx, client.ObjectKeyFromObject(rogue), got); err != nil {
+		t.Fatalf("the registration with the foreign finalizer: %v", err)
+	}
+	if got.DeletionTimestamp.IsZero() || len(got.Finalizers) != 1 || got.Finalizers[0] != foreign {
+		t.Errorf("want the registration deleting, held by %s alone: deletionTimestamp %v, finalizers %v", foreign, got.DeletionTimestamp, got.Finalizers)
+	}
+	if cs := clustersByClientID(t, clientID); len(cs) != 0 {
+		t.Errorf("the deleted cluster came back: %s/%s", cs[0].Namespace, cs[0].Name)
+	}
+}

@@ -237,10 +237,13 @@ func credentialForbidden(reg *fleet.ClusterRegistration, msg string) error {
 }
 
 // refused reports whether a Granted condition's reason is a refusal (bad
-// input, not retried) rather than a wait or a transient error.
+// input, not retried) rather than a wait or a transient error. It names
+// every reason grant refuses with: one left out keeps a content API agent
+// waiting for a credential that never comes, without telling it why.
 func refused(reason string) bool {
 	switch reason {
-	case ReasonInvalid, ReasonUnknownToken, ReasonTokenExpired, ReasonOtherWorkspace, ReasonNameConflict:
+	case ReasonInvalid, ReasonUnknownToken, ReasonTokenExpired, ReasonTTLRequired,
+		ReasonInvalidName, ReasonOtherWorkspace, ReasonNameConflict:
 		return true
 	}
 	return false

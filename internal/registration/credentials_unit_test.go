@@ -1,6 +1,10 @@
 package registration
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +109,86 @@ func TestCredentialWaiters(t *testing.T) {
 	if n := len(c.waiters); n != 0 {
 		t.Errorf("%d waiters left after every watch ended", n)
 	}
+}
+
+// TestRefusedReasons: every reason a registration is refused with makes
+// the content API hand-over answer Forbidden with the manager's message,
+// and a wait or a transient error does not. The list of refusals is read
+// from the package's source (each &refusal{Reason, ...} literal), so that
+// a new refusal cannot be left out of refused unnoticed.
+func TestRefusedReasons(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	tok := &fleet.ClusterRegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "tok", Namespace: "ws", UID: types.UID("u1")}}
+	owner := serviceAccountUser("ws", TokenSAName(tok))
+	verdict := func(reason string) (bool, error) {
+		reg := &fleet.ClusterRegistration{ObjectMeta: metav1.ObjectMeta{Name: "request-1", Namespace: "ws",
+			Annotations: map[string]string{contentapi.HandoverAnnotation: contentapi.HandoverContentAPI}}}
+		reg.Status.Conditions = []metav1.Condition{{Type: ConditionGranted, Status: metav1.ConditionFalse, Reason: reason, Message: "why: " + reason}}
+		return handoverVerdict(reg, tok, owner, time.Hour, now)
+	}
+	reasons := refusalReasons(t)
+	for _, want := range []string{ReasonInvalid, ReasonUnknownToken, ReasonTokenExpired, ReasonTTLRequired,
+		ReasonInvalidName, ReasonOtherWorkspace, ReasonNameConflict} {
+		if !reasons[want] {
+			t.Errorf("reason %s not found among the refusals in the source (found %v)", want, reasons)
+		}
+	}
+	for reason := range reasons {
+		t.Run("refused/"+reason, func(t *testing.T) {
+			ready, err := verdict(reason)
+			if ready || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "registration refused: why: "+reason) {
+				t.Errorf("verdict = %v, %v; want Forbidden with the refusal's message", ready, err)
+			}
+		})
+	}
+	for _, reason := range []string{ReasonWaitingNamespace, "Error", ""} {
+		t.Run("wait/"+reason, func(t *testing.T) {
+			if ready, err := verdict(reason); ready || err != nil {
+				t.Errorf("verdict = %v, %v; want a wait (false, nil)", ready, err)
+			}
+		})
+	}
+}
+
+// refusalReasons is the set of reasons of the &refusal{...} literals in
+// the package's non-test source, by the name of their constant.
+func refusalReasons(t *testing.T) map[string]bool {
+	t.Helper()
+	consts := map[string]string{
+		"ReasonInvalid": ReasonInvalid, "ReasonUnknownToken": ReasonUnknownToken, "ReasonTokenExpired": ReasonTokenExpired,
+		"ReasonTTLRequired": ReasonTTLRequired, "ReasonInvalidName": ReasonInvalidName,
+		"ReasonOtherWorkspace": ReasonOtherWorkspace, "ReasonNameConflict": ReasonNameConflict,
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	out := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if typ, ok := lit.Type.(*ast.Ident); !ok || typ.Name != "refusal" || len(lit.Elts) == 0 {
+				return true
+			}
+			reason, _ := lit.Elts[0].(*ast.Ident)
+			if reason == nil || consts[reason.Name] == "" {
+				t.Errorf("%s: a refusal whose reason this test does not know; add it to refused and here", fset.Position(lit.Pos()))
+				return true
+			}
+			out[consts[reason.Name]] = true
+			return true
+		})
+	}
+	return out
 }

@@ -87,7 +87,12 @@ func (g grant) objects() []client.Object {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},
 		Subjects: []rbacv1.Subject{g.subject()}}
 	wsRole := &rbacv1.Role{ObjectMeta: meta(g.SA, g.Workspace), Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"patch", "update"}, ResourceNames: []string{g.Cluster}},
+		// patch only, as Rancher Fleet grants it: the agent merge-patches
+		// its own fields (heartbeat), and update would let it replace the
+		// whole status. It still can write any status field with a patch,
+		// so the manager trusts none it does not check (status.namespace:
+		// ClusterReconciler restores it, targeting ignores a wrong one).
+		{APIGroups: []string{fleet.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"patch"}, ResourceNames: []string{g.Cluster}},
 	}}
 	wsBinding := &rbacv1.RoleBinding{ObjectMeta: meta(g.SA, g.Workspace),
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.SA},

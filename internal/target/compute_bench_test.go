@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // benchInput is a bundle with a customization for half of n clusters and
@@ -23,7 +24,7 @@ func benchInput(n int, values map[string]interface{}) Input {
 	for i := range n {
 		c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: fmt.Sprintf("c-%05d", i),
 			Labels: map[string]string{"env": []string{"dev", "prod"}[i%2]}}}
-		c.Status.Namespace = "cluster-fleet-default-" + c.Name
+		c.Status.Namespace = names.ClusterNamespace(c.Namespace, c.Name)
 		in.Clusters = append(in.Clusters, ClusterInfo{Cluster: c})
 	}
 	return in

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 type clusterOpt func(*fleet.Cluster)
@@ -26,7 +27,7 @@ func withLabels(kv ...string) clusterOpt {
 
 func cluster(name string, opts ...clusterOpt) *fleet.Cluster {
 	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ws"}}
-	c.Status.Namespace = "cluster-" + name
+	c.Status.Namespace = names.ClusterNamespace(c.Namespace, name)
 	for _, o := range opts {
 		o(c)
 	}

@@ -12,6 +12,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Input is everything Compute needs, read from a cache or the API.
@@ -112,6 +113,10 @@ func Compute(in Input) ([]*Target, error) {
 		if !ok {
 			continue
 		}
+		if t := wrongNamespace(ci); t != nil {
+			out = append(out, t)
+			continue
+		}
 		t := &Target{Cluster: c, Info: ci, Paused: b.Spec.Paused || c.Spec.Paused}
 		if in.Offline != nil {
 			t.Offline = in.Offline(c)
@@ -141,6 +146,26 @@ func Compute(in Input) ([]*Target, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return KeyLess(out[i], out[j]) })
 	return out, nil
+}
+
+// wrongNamespace is the failed target of a cluster whose status.namespace
+// is not the namespace the manager gives it (names.ClusterNamespace), or
+// nil. The agent's credential may patch its Cluster's status, so the field
+// alone would let it have its BundleDeployments written into another
+// cluster's namespace, or any namespace at all. The target carries the
+// right namespace and an error: nothing is written for the cluster, its
+// BundleDeployment there (if any) is kept as it is, and the bundle shows
+// why, until the manager has set the field back.
+func wrongNamespace(ci ClusterInfo) *Target {
+	c := ci.Cluster
+	want := names.ClusterNamespace(c.Namespace, c.Name)
+	if c.Status.Namespace == want {
+		return nil
+	}
+	fixed := c.DeepCopy()
+	fixed.Status.Namespace = want
+	return &Target{Cluster: fixed, Info: ci,
+		Err: fmt.Errorf("status.namespace %.80q is not the cluster's namespace %s; nothing is deployed until the manager restores it", c.Status.Namespace, want)}
 }
 
 // selection is Fleet's deploy decision and customization choice for one

@@ -431,6 +431,10 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 			Options: opts, Manifest: m, TakeOver: takeOver,
 		})
 	}
+	if err == nil {
+		// Only now: the release deployed before may still use them.
+		err = r.pruneCopies(ctx, bd, opts)
+	}
 	r.noteRefused(key, err)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
@@ -588,34 +592,18 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	if err != nil {
 		return err
 	}
-	// Copies live in the release namespace. When this process deployed
-	// the BundleDeployment it knows whether there are any; otherwise (a
-	// restart, garbage collection) it looks where its releases are.
 	keep := st != nil && st.options.KeepResources
-	copies := map[string]bool{}
-	if st != nil && len(st.options.DownstreamResources) > 0 {
-		copies[deployer.ReleaseNamespace(st.options)] = true
-	}
 	for _, ref := range refs {
 		keep = keep || ref.KeepResources
-		if st == nil {
-			copies[ref.Namespace] = true
-		}
 	}
 	// Copies first: a failed uninstall keeps the release stored, so a
-	// retry still knows where to look.
-	var errs []error
+	// retry still knows keepResources.
 	if !keep {
-		for ns := range copies {
-			if keptNS[ns] {
-				continue
-			}
-			errs = append(errs, r.deleteCopies(ctx, key.Name, ns, nil))
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := r.removeCopies(ctx, key.Name, st, keptNS, st != nil || len(refs) > 0); err != nil {
 			return err
 		}
 	}
+	var errs []error
 	for _, ref := range refs {
 		if handedOver[ref] {
 			ctrl.LoggerFrom(ctx).Info("keeping release another bundledeployment claims, for it to take over",

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,174 +67,6 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 // (see ReadManifest).
 func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
 	return ReadManifest(ctx, r.contents, bd)
-}
-
-// copyDownstreamResources copies the Secrets/ConfigMaps named in
-// downstreamResources from the cluster namespace upstream into the release
-// namespace downstream, labelled with the BundleDeployment, and deletes
-// the copies of entries that left the list.
-//
-// Downstream it acts as the identity the bundle deploys with
-// (deployer.PrepareNamespace): the copies, the namespace (not created
-// when createNamespace is false) and the deletions can do no more than the
-// release could. An object of a copy's name that is not a copy made for
-// this BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) is
-// never overwritten: the deploy fails and says so, except a copy made for
-// takeOver, the BundleDeployment whose release this deploy takes over
-// (gone or being deleted, see takeOver): that copy becomes this one's, so
-// the app keeps its Secret or ConfigMap through the move.
-func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions, takeOver string) error {
-	ns := deployer.ReleaseNamespace(opts)
-	if len(opts.DownstreamResources) == 0 {
-		// Copies of an earlier deployment of this process go; without one
-		// (a restart) they go when the BundleDeployment does (cleanup),
-		// which saves every deploy of every bundle two lists.
-		if st := r.state(client.ObjectKeyFromObject(bd)); st == nil || len(st.options.DownstreamResources) == 0 {
-			return nil
-		}
-		return r.deleteCopies(ctx, bd.Name, ns, nil)
-	}
-	core, err := r.deployer.PrepareNamespace(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("downstreamResources: %w", err)
-	}
-	want := map[string]bool{}
-	for _, dr := range opts.DownstreamResources {
-		kind := strings.ToLower(dr.Kind)
-		want[kind+"/"+dr.Name] = true
-		key := types.NamespacedName{Namespace: bd.Namespace, Name: dr.Name}
-		switch kind {
-		case "secret":
-			src := &corev1.Secret{}
-			if err := r.apiReader.Get(ctx, key, src); err != nil {
-				return fmt.Errorf("downstreamResources: secret %s: %w", dr.Name, err)
-			}
-			err = copyObject(ctx, core.Secrets(ns), copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount}, "secret", &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Type: src.Type, Data: src.Data,
-			}, func(dst, cur *corev1.Secret) { cur.Type, cur.Data, cur.StringData = dst.Type, dst.Data, nil })
-		case "configmap":
-			src := &corev1.ConfigMap{}
-			if err := r.apiReader.Get(ctx, key, src); err != nil {
-				return fmt.Errorf("downstreamResources: configmap %s: %w", dr.Name, err)
-			}
-			err = copyObject(ctx, core.ConfigMaps(ns), copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount}, "configmap", &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Data: src.Data, BinaryData: src.BinaryData,
-			}, func(dst, cur *corev1.ConfigMap) { cur.Data, cur.BinaryData = dst.Data, dst.BinaryData })
-		default:
-			return fmt.Errorf("%w: downstreamResources: unsupported kind %q", deployer.ErrRender, dr.Kind)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return r.deleteCopies(ctx, bd.Name, ns, func(kind, name string) bool { return want[kind+"/"+name] })
-}
-
-// deleteCopies deletes the copies of downstreamResources made for bdName
-// in namespace ns, but those keep (nil: none) wants. They are found with
-// the agent's own identity (a list selected by the label every copy
-// carries) and each is deleted as the identity that made it (its
-// annotation fleet.cattle.io/service-account, resolved as a deploy
-// resolves it).
-func (r *Reconciler) deleteCopies(ctx context.Context, bdName, ns string, keep func(kind, name string) bool) error {
-	if len(validation.IsValidLabelValue(bdName)) > 0 {
-		return nil // no copy can carry the label
-	}
-	core := r.deployer.AgentCore()
-	sel := metav1.ListOptions{LabelSelector: fleet.BundleDeploymentLabel + "=" + bdName}
-	secrets, err := core.Secrets(ns).List(ctx, sel)
-	if err != nil {
-		return fmt.Errorf("listing copies of downstreamResources in %s: %w", ns, err)
-	}
-	configMaps, err := core.ConfigMaps(ns).List(ctx, sel)
-	if err != nil {
-		return fmt.Errorf("listing copies of downstreamResources in %s: %w", ns, err)
-	}
-	type copied struct {
-		kind string
-		meta metav1.ObjectMeta
-	}
-	var found []copied
-	for _, s := range secrets.Items {
-		found = append(found, copied{kind: "secret", meta: s.ObjectMeta})
-	}
-	for _, c := range configMaps.Items {
-		found = append(found, copied{kind: "configmap", meta: c.ObjectMeta})
-	}
-	var errs []error
-	for _, c := range found {
-		if keep != nil && keep(c.kind, c.meta.Name) {
-			continue
-		}
-		as, err := r.deployer.CoreFor(ctx, c.meta.Annotations[fleet.ServiceAccountAnnotation])
-		if err == nil {
-			// Only the object listed: one made anew since is not ours to judge.
-			opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.meta.UID}}
-			if c.kind == "secret" {
-				err = as.Secrets(ns).Delete(ctx, c.meta.Name, opts)
-			} else {
-				err = as.ConfigMaps(ns).Delete(ctx, c.meta.Name, opts)
-			}
-		}
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("deleting %s %s/%s copied for downstreamResources: %w", c.kind, ns, c.meta.Name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// objectClient is what copyObject needs of a typed client.
-type objectClient[T any] interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
-}
-
-// copyOwner is who copyObject copies for: the BundleDeployment bd, with the
-// serviceAccount it deploys as, and takeOver (empty: none), the
-// BundleDeployment whose copies it may adopt.
-type copyOwner struct {
-	bd, takeOver, serviceAccount string
-}
-
-// copyObject creates dst, or updates the object of its name (set copies
-// dst's content into it) when that is a copy made for o.bd (or o.takeOver,
-// then made o.bd's); any other object of that name is left alone and
-// reported. Copies carry the serviceAccount the bundle names, so that they
-// are deleted as the identity that made them, also by a restarted agent.
-func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyOwner, kind string, dst T, set func(dst, cur T)) error {
-	bdName, serviceAccount := o.bd, o.serviceAccount
-	mark := func(obj T) {
-		l, a := obj.GetLabels(), obj.GetAnnotations()
-		if l == nil {
-			l = map[string]string{}
-		}
-		if a == nil {
-			a = map[string]string{}
-		}
-		l[fleet.BundleDeploymentLabel] = bdName
-		a[fleet.ServiceAccountAnnotation] = serviceAccount
-		obj.SetLabels(l)
-		obj.SetAnnotations(a)
-	}
-	cur, err := c.Get(ctx, dst.GetName(), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		mark(dst)
-		_, err = c.Create(ctx, dst, metav1.CreateOptions{FieldManager: deployer.FieldManager})
-	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName &&
-		(o.takeOver == "" || cur.GetLabels()[fleet.BundleDeploymentLabel] != o.takeOver):
-		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (label %s=%s); it is left unchanged",
-			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName)
-	case err == nil:
-		set(dst, cur)
-		mark(cur)
-		_, err = c.Update(ctx, cur, metav1.UpdateOptions{FieldManager: deployer.FieldManager})
-	}
-	if err != nil {
-		return fmt.Errorf("downstreamResources: %s %s/%s: %w", kind, dst.GetNamespace(), dst.GetName(), err)
-	}
-	return nil
 }
 
 // takeOver decides whether bd may deploy its release when another

@@ -47,7 +47,7 @@ func putLongNamed(t *testing.T, name, file string, opts fleet.BundleDeploymentOp
 			fleet.ClusterLabel: clusterName, fleet.ClusterNamespaceLabel: clusterNS,
 			fleet.ManagedLabel: "true", fleet.ContentNameLabel: id,
 		}},
-		Spec: fleet.BundleDeploymentSpec{DeploymentID: deploymentID, Options: opts},
+		Spec: fleet.BundleDeploymentSpec{DeploymentID: deploymentID, StagedDeploymentID: deploymentID, Options: opts},
 	}))
 	return deploymentID
 }

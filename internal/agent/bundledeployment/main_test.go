@@ -207,6 +207,8 @@ func put(t *testing.T, b bundle) string {
 			fleet.ClusterNamespaceLabel: clusterNS, fleet.ManagedLabel: "true", fleet.ContentNameLabel: id,
 		}
 		bd.Spec.DeploymentID = deploymentID
+		// As the manager stages it when no rollout holds it back.
+		bd.Spec.StagedDeploymentID = deploymentID
 		bd.Spec.Options = opts
 		bd.Spec.ValuesHash = valuesHash
 		bd.Spec.DependsOn = b.dependsOn

@@ -10,6 +10,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/drift"
+	"github.com/fleetgo/fleet/internal/summary"
 )
 
 // Condition reasons the agent writes.
@@ -27,24 +28,18 @@ const (
 	ReasonWaitingContent = "WaitingForContent"
 )
 
-// State is the state of a BundleDeployment as Fleet summarises it. A failed
-// deploy is ErrApplied also when it redeployed the deploymentID already
-// applied (downstreamResourcesGeneration bumped, a restarted agent that
-// found no release to adopt): what runs may be the earlier deploy, but the
-// bundle no longer deploys, and Ready would hide that.
+// State is the state of a BundleDeployment as Fleet summarises it: the
+// manager's own derivation (summary.ReportedState), so that display.state,
+// dependsOn and the Bundle's counts never disagree. A deploymentID the
+// manager holds back (rollout, partitions: spec.stagedDeploymentID differs)
+// is OutOfSync, which dependsOn's default acceptedStates [Ready] does not
+// accept. A failed deploy is ErrApplied also when it redeployed the
+// deploymentID already applied (downstreamResourcesGeneration bumped, a
+// restarted agent that found no release to adopt): what runs may be the
+// earlier deploy, but the bundle no longer deploys, and Ready would hide
+// that.
 func State(bd *fleet.BundleDeployment) fleet.BundleState {
-	st := &bd.Status
-	switch {
-	case meta.IsStatusConditionFalse(st.Conditions, fleet.ConditionDeployed):
-		return fleet.ErrApplied
-	case st.AppliedDeploymentID != bd.Spec.DeploymentID:
-		return fleet.WaitApplied
-	case !st.Ready:
-		return fleet.NotReady
-	case !st.NonModified:
-		return fleet.Modified
-	}
-	return fleet.Ready
+	return summary.ReportedState(bd)
 }
 
 func setCondition(st *fleet.BundleDeploymentStatus, gen int64, typ string, ok bool, reason, msg string) {

@@ -16,6 +16,7 @@ func TestStateAndStatusSetters(t *testing.T) {
 	newBD := func() *fleet.BundleDeployment {
 		bd := &fleet.BundleDeployment{}
 		bd.Spec.DeploymentID = "s-1:a"
+		bd.Spec.StagedDeploymentID = "s-1:a"
 		return bd
 	}
 	tests := []struct {

@@ -407,10 +407,10 @@ type UninstallInput struct {
 	BundleDeployment string
 	// KeepResources removes only the release history, leaving the objects.
 	KeepResources bool
-	// DeleteNamespace deletes the release namespace afterwards, unless
-	// KeepResources (deleting it would delete the objects just kept), it
-	// is a system namespace or the agent's own, or another Helm release
-	// is still stored in it.
+	// DeleteNamespace deletes the release namespace afterwards, as the
+	// identity that removed the release, unless KeepResources (deleting
+	// it would delete the objects just kept), it is a system namespace or
+	// the agent's own, or another Helm release is still stored in it.
 	DeleteNamespace bool
 }
 
@@ -430,6 +430,13 @@ type UninstallInput struct {
 // it runs are those of the latest of them. Storage Secrets of the release
 // it cannot verify are deleted with it, and nothing they list.
 func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
+	// Under the release's lock, as deploys and drift corrections: the
+	// owner check below must not race a deploy taking the release over.
+	unlock, err := d.lockRelease(ctx, in.Namespace, in.ReleaseName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	sa, foreign, err := d.releaseServiceAccount(ctx, in)
 	if err != nil || foreign {
 		return err
@@ -480,11 +487,29 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 	}
 	// The next deploy into it must not trust an old check.
 	d.namespaces.clear()
-	err = d.core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	return d.deleteNamespace(ctx, in, sa)
+}
+
+// deleteNamespace deletes the release namespace for deleteNamespace as sa,
+// the identity that deployed the release and just removed it (the agent's
+// own only when that is how the release deployed), so that a bundle whose
+// serviceAccount may not delete namespaces cannot have the agent delete one
+// for it. A refusal is reported, the namespace kept: the release is gone
+// by then, so the retry it causes finds nothing to remove and stops.
+func (d *Deployer) deleteNamespace(ctx context.Context, in UninstallInput, sa string) error {
+	core, err := d.coreAs(sa)
+	if err != nil {
 		return err
 	}
-	return nil
+	err = core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("release %s/%s uninstalled, namespace %s kept: deleteNamespace is forbidden for %s: %w",
+			in.Namespace, in.ReleaseName, in.Namespace, d.identity(sa), err)
+	}
+	return fmt.Errorf("deleting namespace %s as %s: %w", in.Namespace, d.identity(sa), err)
 }
 
 // deleteErrors is Helm's client, keeping the errors of its deletes.

@@ -16,7 +16,6 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/postrenderer"
-	ri "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
@@ -86,6 +85,8 @@ type Deployer struct {
 	// verdicts remembers, for Releases, which storage Secrets (by
 	// namespace/name and resourceVersion) the agent wrote.
 	verdicts verdicts
+	// releaseLocks serialize the actions on each release.
+	releaseLocks releaseLocks
 }
 
 // Options configure a Deployer.
@@ -381,6 +382,13 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	if err != nil {
 		return nil, err
 	}
+	// From the owner check to the record of the new revision, nothing
+	// else acts on the release (releaseLocks).
+	unlock, err := d.lockRelease(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := d.adopt(ctx, ac, in.Name, name); err != nil {
 		return nil, err
 	}
@@ -428,7 +436,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		bdName: in.Name, targetNamespace: opts.TargetNamespace, releaseNamespace: ns,
 		keepCRDs: !opts.DeleteCRDResources, mapper: mapper,
 		applyCRDs: func(crds []*unstructured.Unstructured) error {
-			return applyCRDs(ctx, getter, crds, name, ns, helm.TakeOwnership)
+			return d.applyBundleCRDs(ctx, getter, crds, releaseID{namespace: ns, name: name}, in.Name, helm.TakeOwnership)
 		},
 	}
 	ch, postRender, err := chartOf(in.Name, src, pr)
@@ -478,10 +486,6 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 			return nil, err
 		}
 	}
-	client, ok := ac.KubeClient.(*kube.Client)
-	if !ok {
-		return nil, fmt.Errorf("unexpected Helm kube client %T", ac.KubeClient)
-	}
 	store, ok := ac.Releases.Driver.(*releaseStore)
 	if !ok {
 		return nil, fmt.Errorf("unexpected Helm storage driver %T", ac.Releases.Driver)
@@ -489,77 +493,27 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 	// A revision is written once, done, when nothing waits between its
 	// apply and its record (see releaseStore.Create). Atomic waits too.
 	store.holdPending = wait == kube.HookOnlyStrategy && !helm.Atomic
+	client, ok := ac.KubeClient.(*kube.Client)
+	if !ok {
+		return nil, fmt.Errorf("unexpected Helm kube client %T", ac.KubeClient)
+	}
 	key := releaseKey(ns, name)
-	kc := &actionClient{Client: client, ctx: ctx, builds: builds{parse: client.Build, mapper: mapper}}
-	ac.KubeClient = kc
-	var rel ri.Releaser
-	if last == nil {
-		i := action.NewInstall(ac)
-		i.ReleaseName, i.Namespace = name, ns
-		i.Replace = true
-		i.TakeOwnership = helm.TakeOwnership
-		i.ForceReplace = helm.Force
-		i.ServerSideApply = !helm.TakeOwnership && !helm.Force
-		// The agent is the authority on what it deploys: fields someone
-		// else changed are taken back instead of failing with a conflict.
-		i.ForceConflicts = i.ServerSideApply
-		i.RollbackOnFailure = helm.Atomic
-		i.WaitStrategy, i.Timeout, i.WaitForJobs = wait, timeout, helm.WaitForJobs
-		i.SkipSchemaValidation = helm.SkipSchemaValidation
-		// As in Rancher Fleet, templates may resolve host names
-		// (getHostByName) unless the bundle sets helm.disableDNS.
-		i.EnableDNS = !helm.DisableDNS
-		i.Labels = labels
-		i.PostRenderer = postRender
-		rel, err = i.RunWithContext(ctx, ch, values)
-	} else {
-		u := action.NewUpgrade(ac)
-		u.Namespace = ns
-		// As at install: an object new to the release that exists
-		// without this release's ownership (another release's, or
-		// nobody's) is adopted only with helm.takeOwnership. Objects
-		// the agent itself applied for this release (CRDs created
-		// first, an upgrade interrupted before it was recorded) already
-		// carry its ownership metadata, which Helm accepts.
-		u.TakeOwnership = helm.TakeOwnership
-		u.ForceReplace = helm.Force || (opts.CorrectDrift != nil && opts.CorrectDrift.Force)
-		u.ServerSideApply, u.ForceConflicts = "true", true
-		if u.ForceReplace {
-			u.ServerSideApply, u.ForceConflicts = "false", false
+	run := &deployRun{
+		ctx: ctx, ac: ac, client: client, mapper: mapper, deployed: d.deployed.get(key),
+		opts: opts, helm: helm, name: name, ns: ns, last: last,
+		ch: ch, values: values, postRender: postRender, labels: labels, wait: wait, timeout: timeout,
+	}
+	rel, kc, err := run.once()
+	if isOwnershipConflict(err) && !helm.TakeOwnership {
+		// Helm refused before writing anything: adopt what the agent
+		// may (adoption), then run the action again.
+		if n, aerr := d.adoptObjects(ctx, getter, mapper, in.Name, run, pr.rendered); aerr != nil {
+			err = aerr
+		} else if n > 0 {
+			rel, kc, err = run.once()
 		}
-		if !u.ForceReplace && last.ApplyMethod == string(release.ApplyMethodServerSideApply) {
-			kc.fastApply, kc.forceConflicts = true, u.ForceConflicts
-			kc.deployed = d.deployed.get(key)
-		}
-		u.MaxHistory = maxHistory(helm)
-		u.RollbackOnFailure = helm.Atomic
-		u.WaitStrategy, u.Timeout, u.WaitForJobs = wait, timeout, helm.WaitForJobs
-		u.SkipSchemaValidation = helm.SkipSchemaValidation
-		u.EnableDNS = !helm.DisableDNS
-		u.Labels = labels
-		u.PostRenderer = postRender
-		rel, err = u.RunWithContext(ctx, name, ch, values)
 	}
-	if ferr := store.flush(); ferr != nil && err == nil {
-		// Helm only logs a failure to record a finished install: the
-		// retry finds what was applied and records it.
-		err = fmt.Errorf("recording release %s: %w", name, ferr)
-	}
-	if err != nil {
-		// A failed action may have left any manifest deployed.
-		d.deployed.forget(key)
-		return nil, err
-	}
-	v1, err := asV1(rel)
-	if err != nil {
-		return nil, err
-	}
-	if ro, ok := kc.objectsOf(v1.Manifest); ok {
-		d.deployed.put(key, ro)
-	} else {
-		d.deployed.forget(key)
-	}
-	return toRelease(v1)
+	return d.recorded(store, kc, key, rel, err)
 }
 
 // chartOf returns the chart to install and the post-renderer Helm must run

@@ -253,8 +253,23 @@ func (d *Deployer) rollBack(ctx context.Context, wait time.Duration, bdName stri
 	if err != nil {
 		return err
 	}
+	// Under the release's lock (releaseLocks), and only while the
+	// release is still bdName's: another BundleDeployment may have taken
+	// it over since the drift was seen.
+	unlock, err := d.lockRelease(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := d.adopt(ctx, ac, bdName, name); err != nil {
 		return err
+	}
+	last, err := d.lastRelease(ac, name)
+	if err != nil {
+		return err
+	}
+	if owner := otherOwner(last, bdName); owner != "" {
+		return &ReleaseOwnedError{Release: name, Namespace: ns, Owner: owner}
 	}
 	v1, err := restorable(ac, name)
 	if err != nil {

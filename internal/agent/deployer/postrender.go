@@ -58,6 +58,9 @@ type postRenderer struct {
 	// kustomize, when set, is the bundle's kustomization the chart's
 	// rendered objects go through before the rules above (Run only).
 	kustomize *chartKustomization
+	// rendered are the objects of the last render, as transformed: what
+	// Deploy may adopt when Helm refuses an object that exists.
+	rendered []*unstructured.Unstructured
 }
 
 var crdGK = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
@@ -78,6 +81,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.rendered = objs
 	var out bytes.Buffer
 	if err := writeAll(&out, objs); err != nil {
 		return nil, err
@@ -120,6 +124,7 @@ func (p *postRenderer) preRender(docs []namedDoc) ([]namedDoc, []*unstructured.U
 	if err != nil {
 		return nil, nil, err
 	}
+	p.rendered = all
 	out := make([]namedDoc, 0, len(docs))
 	for i, d := range docs {
 		var buf bytes.Buffer

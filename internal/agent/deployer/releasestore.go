@@ -131,7 +131,8 @@ func secretOf(key string, rel ri.Releaser, stamp string) (*corev1.Secret, error)
 // on the cluster, and one encoding less in the agent. Helm's pending
 // revision is a lock against a concurrent helm upgrade of the same release
 // and a trace of an upgrade interrupted halfway; the agent is the only
-// writer of its releases and deploys each one at a time, and an
+// writer of its releases and deploys each one at a time (the Deployer's
+// releaseLocks, under which it also checks who owns the release), and an
 // interrupted deploy is simply done again (the revision before it is still
 // the last one stored). The Deployer holds only deploys that do not wait
 // for readiness, so no revision stays unwritten for long.

@@ -4,7 +4,8 @@
 // Only fields the chart sets are compared: server-side defaults (a
 // container's terminationMessagePath, a Service's clusterIP...) and fields
 // other controllers add are never drift. What the user declares in
-// diff.comparePatches is removed from both sides first.
+// diff.comparePatches (jsonPointers and JSON patch operations) is applied
+// to both sides first.
 package drift
 
 import (
@@ -36,14 +37,15 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 		return false, "", err
 	}
 	d = desiredFields(d)
-	ignored := ignoredPaths(desired, patches)
-	for _, p := range ignored {
+	for _, p := range pointerPaths(desired, patches) {
 		removePointer(d, p)
 		removePointer(l, p)
 	}
+	d = applyOperations(d, desired, patches)
+	l = applyOperations(l, desired, patches)
 	if normalizeDesired(desired.GroupVersionKind(), d) {
 		// stringData keys are now in data, where a pointer may name them.
-		for _, p := range ignored {
+		for _, p := range ignoredPaths(desired, patches) {
 			removePointer(d, p)
 		}
 	}
@@ -102,25 +104,31 @@ func desiredFields(d map[string]any) map[string]any {
 	return d
 }
 
-// ignoredPaths are the JSON pointers removed from both sides: comparePatches
-// matching the object (remove operations and jsonPointers) and the caBundle
-// of webhook configurations, which cert managers inject.
+// ignoredPaths are the paths comparePatches remove from both sides (see
+// pointerPaths and applyOperations).
 func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) []string {
-	var out []string
+	out := pointerPaths(obj, patches)
 	for _, p := range patches {
 		if !matches(obj, p) {
 			continue
 		}
-		out = append(out, p.JSONPointers...)
 		for _, op := range p.Operations {
-			// An ignore without a path names whole objects
-			// (ignoredWhenMissing); one with a path also keeps ignoring
-			// that path, as this project always did, so that a
-			// fleet.yaml relying on it does not start a correctDrift
-			// loop over a field another controller writes.
-			if op.Op == "remove" || (op.Op == "ignore" && op.Path != "") {
+			if removes(op) {
 				out = append(out, op.Path)
 			}
+		}
+	}
+	return out
+}
+
+// pointerPaths are the JSON pointers removed from both sides before any
+// operation: the jsonPointers of comparePatches matching the object, and
+// the caBundle of webhook configurations, which cert managers inject.
+func pointerPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) []string {
+	var out []string
+	for _, p := range patches {
+		if matches(obj, p) {
+			out = append(out, p.JSONPointers...)
 		}
 	}
 	switch obj.GetKind() {
@@ -133,6 +141,85 @@ func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) 
 		out = append(out, "/spec/conversion/webhook/clientConfig/caBundle")
 	}
 	return out
+}
+
+// removes reports an operation that deletes its path. An ignore without a
+// path names whole objects (ignoredWhenMissing); one with a path also keeps
+// ignoring that path, as this project always did, so that a fleet.yaml
+// relying on it does not start a correctDrift loop over a field another
+// controller writes.
+func removes(op fleet.Operation) bool {
+	return op.Op == "remove" || (op.Op == "ignore" && op.Path != "")
+}
+
+// applyOperations applies to doc, one side of the comparison, the
+// operations of the comparePatches entries matching obj, in order, each as
+// a JSON patch of its own, as Rancher Fleet does to both sides before it
+// compares them: add, replace, test, move and copy as RFC 6902 has them
+// (value is always a string, as fleet.yaml types it; move and copy fail,
+// fleet.yaml having no from), remove (and ignore with a path) deleting the
+// path where present. An operation that fails on this side, such as a
+// replace of a path it lacks, is skipped, and a failing test also skips the
+// rest of its entry, which it guards. Rancher instead drops every operation
+// of the object on a side where one fails; skipping only the failing one
+// keeps a remove of a path one side lacks from undoing the others there.
+func applyOperations(doc map[string]any, obj *unstructured.Unstructured, patches []fleet.ComparePatch) map[string]any {
+	for _, p := range patches {
+		if !matches(obj, p) {
+			continue
+		}
+		for _, op := range p.Operations {
+			if removes(op) {
+				removePointer(doc, op.Path)
+				continue
+			}
+			if op.Op == "ignore" {
+				continue
+			}
+			next, err := applyOperation(doc, op)
+			if err == nil {
+				doc = next
+				continue
+			}
+			if op.Op == "test" {
+				break
+			}
+		}
+	}
+	return doc
+}
+
+// applyOperation applies one JSON patch operation to doc, returning the
+// patched copy. The value is always sent, even empty: an add or replace
+// without one is no operation Rancher could apply either, and the JSON
+// patch library does not survive some of them.
+func applyOperation(doc map[string]any, op fleet.Operation) (out map[string]any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("operation %s %s: %v", op.Op, op.Path, r)
+		}
+	}()
+	raw, err := json.Marshal([]map[string]string{{"op": op.Op, "path": op.Path, "value": op.Value}})
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	res, err := patch.Apply(in)
+	if err != nil {
+		return nil, err
+	}
+	out = map[string]any{}
+	if err := json.Unmarshal(res, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func matches(obj *unstructured.Unstructured, p fleet.ComparePatch) bool {

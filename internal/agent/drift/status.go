@@ -68,20 +68,17 @@ func Evaluate(desired []*unstructured.Unstructured, live LiveFunc, opts Options)
 		}
 		if modified {
 			res.NonModified = false
-			res.Counts.Modified++
 			res.Modified = append(res.Modified, fleet.ModifiedStatus{
 				Kind: ref.Kind, APIVersion: ref.APIVersion, Namespace: ref.Namespace, Name: ref.Name, Patch: patch,
 			})
 		}
 		sum := Readiness(l, opts.IgnoreConditions)
-		if sum.State == string(status.CurrentStatus) {
-			if !modified {
-				res.Counts.Ready++
-			}
+		ready := sum.State == string(status.CurrentStatus)
+		count(&res.Counts, modified, ready)
+		if ready {
 			continue
 		}
 		res.Ready = false
-		res.Counts.NotReady++
 		res.NonReady = append(res.NonReady, fleet.NonReadyStatus{
 			UID: string(l.GetUID()), Kind: ref.Kind, APIVersion: ref.APIVersion,
 			Namespace: ref.Namespace, Name: ref.Name, Summary: sum,
@@ -95,6 +92,23 @@ func Evaluate(desired []*unstructured.Unstructured, live LiveFunc, opts Options)
 		res.Modified, res.Incomplete = res.Modified[:MaxListed], true
 	}
 	return res, nil
+}
+
+// count puts an existing object in exactly one bucket of resourceCounts
+// (a missing one is Missing), so that the buckets add up to desiredReady:
+// a modified object is Modified whether or not it is ready, then a
+// not-ready one NotReady, as Rancher Fleet ranks an object's states (its
+// modifiedStatus entry wins over its nonReadyStatus one). nonReadyStatus
+// still lists a modified object that is not ready.
+func count(c *fleet.ResourceCounts, modified, ready bool) {
+	switch {
+	case modified:
+		c.Modified++
+	case !ready:
+		c.NotReady++
+	default:
+		c.Ready++
+	}
 }
 
 func sortStatus(r *Result) {

@@ -157,8 +157,8 @@ func decodeConfig(cm *corev1.ConfigMap) (AgentConfig, error) {
 }
 
 // Get returns the cluster's credential: the stored one when the manager
-// accepts it, else a new one from the bootstrap Secret (which is then
-// deleted). It does one attempt; the caller retries with backoff.
+// accepts it, else a new one from the bootstrap Secret. Either way the
+// bootstrap Secret is then deleted. It does one attempt; the caller retries with backoff.
 func Get(ctx context.Context, opts Options) (*Credential, error) {
 	opts.defaults()
 	l := log.FromContext(ctx)
@@ -169,6 +169,7 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 	if stored != nil {
 		err := Check(ctx, stored)
 		if err == nil {
+			forgetBootstrap(ctx, opts)
 			return stored, nil
 		}
 		if !errors.Is(err, ErrRefused) {
@@ -209,6 +210,32 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 	}
 	l.Info("registered", "cluster", cred.ClusterName, "workspace", cred.ClusterNamespace, "clusterNamespace", cred.DeploymentNamespace)
 	return cred, nil
+}
+
+// forgetBootstrap deletes Secret fleet-agent-bootstrap found next to a
+// stored credential the manager accepts: the registration token in it is
+// not needed and must not stay readable in the cluster. It is there again
+// after a re-import or a `helm upgrade` of the fleet-agent chart, or still
+// there after a failed delete at the end of the registration. The UID
+// precondition spares a Secret written after it was read. A failure is
+// only logged: the agent works with its credential, and its next start
+// tries again.
+func forgetBootstrap(ctx context.Context, opts Options) {
+	l := log.FromContext(ctx)
+	s := &corev1.Secret{}
+	err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: BootstrapSecretName}, s)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err == nil {
+		err = opts.Downstream.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		l.Info("could not delete the bootstrap secret the stored credential makes unnecessary; retrying on the next start",
+			"secret", BootstrapSecretName, "error", err.Error())
+		return
+	}
+	l.Info("deleted the bootstrap secret: the stored credential is accepted", "secret", BootstrapSecretName)
 }
 
 func loadStored(ctx context.Context, opts Options) (*Credential, error) {

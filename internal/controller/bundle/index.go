@@ -12,13 +12,15 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Cache field indexes shared by the targeting controllers (bundle, content,
 // clusterstatus). They let every reconcile read exactly the objects it needs
 // from the informer cache instead of listing against the API server.
 const (
-	// IndexClusterNamespace maps a Cluster to its status.namespace.
+	// IndexClusterNamespace maps a Cluster to its status.namespace when
+	// that is the cluster's own (names.ClusterNamespace).
 	IndexClusterNamespace = "targeting.cluster.status.namespace"
 )
 
@@ -43,7 +45,11 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 		return fmt.Errorf("indexing bundledeployments by downstream resources: %w", err)
 	}
 	if err := idx.IndexField(ctx, &fleet.Cluster{}, IndexClusterNamespace, func(o client.Object) []string {
-		if ns := o.(*fleet.Cluster).Status.Namespace; ns != "" {
+		// Only the namespace the manager gives the cluster: its agent may
+		// patch the status, and must not become "the cluster" of another
+		// cluster's namespace (its schedule, its content grant).
+		c := o.(*fleet.Cluster)
+		if ns := c.Status.Namespace; ns != "" && ns == names.ClusterNamespace(c.Namespace, c.Name) {
 			return []string{ns}
 		}
 		return nil

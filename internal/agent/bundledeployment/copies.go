@@ -1,0 +1,270 @@
+package bundledeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/agent/deployer"
+)
+
+// copyDownstreamResources copies the Secrets/ConfigMaps named in
+// downstreamResources from the cluster namespace upstream into the release
+// namespace downstream, labelled with the BundleDeployment. It runs before
+// the deploy, which may need them; it deletes nothing: copies of entries
+// that left the list go only once the deploy succeeded (pruneCopies), so a
+// commit that drops an entry and fails to deploy leaves the running
+// release its Secret. A copy whose source changed is overwritten even if
+// the deploy then fails, as the source's owner asked for the change.
+//
+// Downstream it acts as the identity the bundle deploys with
+// (deployer.PrepareNamespace): the copies and the namespace (not created
+// when createNamespace is false) can do no more than the release could.
+// An object of a copy's name that is not a copy made for this
+// BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) is never
+// overwritten: the deploy fails and says so, except a copy made for
+// takeOver, the BundleDeployment whose release this deploy takes over
+// (gone or being deleted, see takeOver): that copy becomes this one's, so
+// the app keeps its Secret or ConfigMap through the move.
+func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions, takeOver string) error {
+	if len(opts.DownstreamResources) == 0 {
+		return nil
+	}
+	ns := deployer.ReleaseNamespace(opts)
+	core, err := r.deployer.PrepareNamespace(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("downstreamResources: %w", err)
+	}
+	owner := copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount, keepResources: opts.KeepResources}
+	for _, dr := range opts.DownstreamResources {
+		key := types.NamespacedName{Namespace: bd.Namespace, Name: dr.Name}
+		switch kind := strings.ToLower(dr.Kind); kind {
+		case "secret":
+			src := &corev1.Secret{}
+			if err := r.apiReader.Get(ctx, key, src); err != nil {
+				return fmt.Errorf("downstreamResources: secret %s: %w", dr.Name, err)
+			}
+			err = copyObject(ctx, core.Secrets(ns), owner, kind, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Type: src.Type, Data: src.Data,
+			}, func(dst, cur *corev1.Secret) { cur.Type, cur.Data, cur.StringData = dst.Type, dst.Data, nil })
+		case "configmap":
+			src := &corev1.ConfigMap{}
+			if err := r.apiReader.Get(ctx, key, src); err != nil {
+				return fmt.Errorf("downstreamResources: configmap %s: %w", dr.Name, err)
+			}
+			err = copyObject(ctx, core.ConfigMaps(ns), owner, kind, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: dr.Name, Namespace: ns}, Data: src.Data, BinaryData: src.BinaryData,
+			}, func(dst, cur *corev1.ConfigMap) { cur.Data, cur.BinaryData = dst.Data, dst.BinaryData })
+		default:
+			return fmt.Errorf("%w: downstreamResources: unsupported kind %q", deployer.ErrRender, dr.Kind)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneCopies deletes, once opts were deployed for bd and before that is
+// remembered, the copies in the release namespace of entries no longer in
+// downstreamResources. It lists only when such copies may exist
+// (mayHaveStaleCopies of what was applied before this deploy).
+func (r *Reconciler) pruneCopies(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) error {
+	if !mayHaveStaleCopies(r.state(client.ObjectKeyFromObject(bd)), bd, opts) {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, dr := range opts.DownstreamResources {
+		want[strings.ToLower(dr.Kind)+"/"+dr.Name] = true
+	}
+	return r.deleteCopies(ctx, bd.Name, deployer.ReleaseNamespace(opts), func(c copied) bool {
+		return want[c.kind+"/"+c.meta.Name]
+	})
+}
+
+// mayHaveStaleCopies tells whether copies of downstreamResources that opts
+// no longer lists may exist for bd, so that a deploy of a bundle without
+// downstreamResources costs no lists downstream. st is the state this
+// process recorded at its last successful deploy of bd (nil after a
+// restart, or when the last attempt failed: that attempt may have made
+// copies). Without st only a BundleDeployment that never reported a
+// deploy, successful or not, is taken to have none.
+func mayHaveStaleCopies(st *appliedState, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) bool {
+	switch {
+	case len(opts.DownstreamResources) > 0:
+		return true
+	case st != nil:
+		return len(st.options.DownstreamResources) > 0
+	default:
+		return bd.Status.AppliedDeploymentID != "" ||
+			meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed) != nil
+	}
+}
+
+// deleteCopies deletes the copies of downstreamResources made for bdName
+// in namespace ns (metav1.NamespaceAll: in every namespace), but those
+// keep (nil: none) wants. They are found with the agent's own identity (a
+// list selected by the label every copy carries) and each is deleted as
+// the identity that made it (its annotation
+// fleet.cattle.io/service-account, resolved as a deploy resolves it).
+func (r *Reconciler) deleteCopies(ctx context.Context, bdName, ns string, keep func(copied) bool) error {
+	if len(validation.IsValidLabelValue(bdName)) > 0 {
+		return nil // no copy can carry the label
+	}
+	found, err := r.listCopies(ctx, bdName, ns)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range found {
+		if keep != nil && keep(c) {
+			continue
+		}
+		errs = append(errs, r.deleteCopy(ctx, c))
+	}
+	return errors.Join(errs...)
+}
+
+// copied is a copy of downstreamResources found downstream.
+type copied struct {
+	kind string
+	meta metav1.ObjectMeta
+}
+
+func (r *Reconciler) listCopies(ctx context.Context, bdName, ns string) ([]copied, error) {
+	where := ns
+	if ns == metav1.NamespaceAll {
+		where = "all namespaces"
+	}
+	core := r.deployer.AgentCore()
+	sel := metav1.ListOptions{LabelSelector: fleet.BundleDeploymentLabel + "=" + bdName}
+	secrets, err := core.Secrets(ns).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("listing copies of downstreamResources in %s: %w", where, err)
+	}
+	configMaps, err := core.ConfigMaps(ns).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("listing copies of downstreamResources in %s: %w", where, err)
+	}
+	found := make([]copied, 0, len(secrets.Items)+len(configMaps.Items))
+	for _, s := range secrets.Items {
+		found = append(found, copied{kind: "secret", meta: s.ObjectMeta})
+	}
+	for _, c := range configMaps.Items {
+		found = append(found, copied{kind: "configmap", meta: c.ObjectMeta})
+	}
+	return found, nil
+}
+
+// deleteCopy deletes c as the identity that made it; only the object
+// listed: one made anew since is not ours to judge.
+func (r *Reconciler) deleteCopy(ctx context.Context, c copied) error {
+	ns := c.meta.Namespace
+	as, err := r.deployer.CoreFor(ctx, c.meta.Annotations[fleet.ServiceAccountAnnotation])
+	if err == nil {
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &c.meta.UID}}
+		if c.kind == "secret" {
+			err = as.Secrets(ns).Delete(ctx, c.meta.Name, opts)
+		} else {
+			err = as.ConfigMaps(ns).Delete(ctx, c.meta.Name, opts)
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s %s/%s copied for downstreamResources: %w", c.kind, ns, c.meta.Name, err)
+	}
+	return nil
+}
+
+// objectClient is what copyObject needs of a typed client.
+type objectClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// copyOwner is who copyObject copies for: the BundleDeployment bd, with the
+// serviceAccount it deploys as and its keepResources, and takeOver (empty:
+// none), the BundleDeployment whose copies it may adopt.
+type copyOwner struct {
+	bd, takeOver, serviceAccount string
+	keepResources                bool
+}
+
+// copyObject creates dst, or updates the object of its name (set copies
+// dst's content into it) when that is a copy made for o.bd (or o.takeOver,
+// then made o.bd's); any other object of that name is left alone and
+// reported. Copies carry the serviceAccount the bundle names, so that they
+// are deleted as the identity that made them, also by a restarted agent,
+// and its keepResources, so that a clean-up that finds no release to tell
+// it (see removeCopies) knows whether to keep them.
+func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyOwner, kind string, dst T, set func(dst, cur T)) error {
+	bdName, serviceAccount := o.bd, o.serviceAccount
+	mark := func(obj T) {
+		l, a := obj.GetLabels(), obj.GetAnnotations()
+		if l == nil {
+			l = map[string]string{}
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		l[fleet.BundleDeploymentLabel] = bdName
+		a[fleet.ServiceAccountAnnotation] = serviceAccount
+		a[fleet.KeepResourcesAnnotation] = fmt.Sprint(o.keepResources)
+		obj.SetLabels(l)
+		obj.SetAnnotations(a)
+	}
+	cur, err := c.Get(ctx, dst.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		mark(dst)
+		_, err = c.Create(ctx, dst, metav1.CreateOptions{FieldManager: deployer.FieldManager})
+	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName &&
+		(o.takeOver == "" || cur.GetLabels()[fleet.BundleDeploymentLabel] != o.takeOver):
+		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (label %s=%s); it is left unchanged",
+			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName)
+	case err == nil:
+		set(dst, cur)
+		mark(cur)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{FieldManager: deployer.FieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("downstreamResources: %s %s/%s: %w", kind, dst.GetNamespace(), dst.GetName(), err)
+	}
+	return nil
+}
+
+// removeCopies deletes the copies of downstreamResources of the
+// BundleDeployment bdName, which is gone and did not ask for
+// keepResources, but those in the namespaces kept (a release there that
+// another BundleDeployment takes over, with the copies it may adopt). st
+// is what this process last deployed for bdName (nil: unknown). With st
+// the copies are where it deployed, if it listed any; without (a restart,
+// a failed deploy, garbage collection) one list per kind selected by their
+// label across all namespaces finds them, also after a first install that
+// failed and stored no release. The agent's identity may list
+// cluster-wide, as it does to find release storage. keepKnown is false
+// when neither st nor a stored release tells keepResources (no release, or
+// one already removed with keepResources by an earlier clean-up): then
+// only copies whose own annotation says keepResources false are deleted.
+func (r *Reconciler) removeCopies(ctx context.Context, bdName string, st *appliedState, kept map[string]bool, keepKnown bool) error {
+	ns := metav1.NamespaceAll
+	if st != nil {
+		if len(st.options.DownstreamResources) == 0 {
+			return nil
+		}
+		ns = deployer.ReleaseNamespace(st.options)
+	}
+	return r.deleteCopies(ctx, bdName, ns, func(c copied) bool {
+		return kept[c.meta.Namespace] || (!keepKnown && c.meta.Annotations[fleet.KeepResourcesAnnotation] != "false")
+	})
+}
