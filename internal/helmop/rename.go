@@ -3,6 +3,8 @@ package helmop
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/summary"
 )
 
 // renamePoll is how often a HelmOp whose Bundle under an older name waits
@@ -31,9 +35,10 @@ const renamePoll = 5 * time.Second
 // the old one's deletion; otherwise it uninstalls the release and the new
 // one installs it afresh. The old Bundle is therefore deleted only once the
 // new one has a BundleDeployment in every cluster namespace where the old
-// one has one, or has been processed and wants no more (see handedOver).
-// Nothing is deleted while the Bundle named op.Name does not exist (its
-// build failed, or was refused): the old one keeps deploying.
+// one has one, or has been processed and does not target that cluster at
+// all (see handedOver). Nothing is deleted while the Bundle named op.Name
+// does not exist (its build failed, or was refused): the old one keeps
+// deploying.
 func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, error) {
 	var list fleet.BundleList
 	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)}); err != nil {
@@ -53,22 +58,23 @@ func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, 
 	if cur == nil || len(old) == 0 {
 		return false, nil
 	}
-	curNS, err := r.deploymentNamespaces(ctx, cur)
+	curDeps, err := r.deployments(ctx, cur)
 	if err != nil {
 		return false, err
 	}
+	log := ctrl.LoggerFrom(ctx).WithValues("helmop", client.ObjectKeyFromObject(op))
 	waiting := false
 	for _, b := range old {
-		oldNS, err := r.deploymentNamespaces(ctx, b)
+		oldDeps, err := r.deployments(ctx, b)
 		if err != nil {
 			return false, err
 		}
-		if !handedOver(oldNS, curNS, cur) {
+		if ok, why := handedOver(oldDeps, curDeps, cur); !ok {
+			log.V(1).Info("keeping the helmop's bundle of an older name", "bundle", b.Name, "why", why)
 			waiting = true
 			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("deleting the helmop's bundle of an older name, its deployments taken over",
-			"helmop", client.ObjectKeyFromObject(op), "bundle", b.Name, "by", cur.Name)
+		log.Info("deleting the helmop's bundle of an older name, its deployments taken over", "bundle", b.Name, "by", cur.Name)
 		if err := r.Client.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, fmt.Errorf("pruning bundle %s: %w", b.Name, err)
 		}
@@ -76,40 +82,95 @@ func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, 
 	return waiting, nil
 }
 
-// deploymentNamespaces are the cluster namespaces holding a
-// BundleDeployment of b.
-func (r *Reconciler) deploymentNamespaces(ctx context.Context, b *fleet.Bundle) (map[string]bool, error) {
+// deployments maps each cluster namespace holding a BundleDeployment of b
+// to the cluster it was written for ("<namespace>/<name>", from the
+// Bundle controller's labels; empty when they are missing).
+func (r *Reconciler) deployments(ctx context.Context, b *fleet.Bundle) (map[string]string, error) {
 	var list fleet.BundleDeploymentList
 	if err := r.Client.List(ctx, &list, client.MatchingLabels{
 		fleet.BundleLabel: b.Name, fleet.BundleNamespaceLabel: b.Namespace,
 	}); err != nil {
 		return nil, fmt.Errorf("listing the deployments of bundle %s: %w", b.Name, err)
 	}
-	out := make(map[string]bool, len(list.Items))
+	out := make(map[string]string, len(list.Items))
 	for i := range list.Items {
-		out[list.Items[i].Namespace] = true
+		l := list.Items[i].Labels
+		key := ""
+		if l[fleet.ClusterNamespaceLabel] != "" && l[fleet.ClusterLabel] != "" {
+			key = l[fleet.ClusterNamespaceLabel] + "/" + l[fleet.ClusterLabel]
+		}
+		out[list.Items[i].Namespace] = key
 	}
 	return out, nil
 }
 
-// handedOver reports whether a Bundle deployed to the cluster namespaces
-// oldNS may be deleted now that cur replaces it (curNS: where cur has
-// BundleDeployments): cur has one wherever the old one has, or the Bundle
-// controller has processed cur's generation and created every deployment
-// it wants (fewer new ones in its last pass than its maxNew allows), so a
-// namespace without one is no target of cur and nothing there is handed
-// over.
-func handedOver(oldNS, curNS map[string]bool, cur *fleet.Bundle) bool {
-	covered := true
-	for ns := range oldNS {
-		if !curNS[ns] {
-			covered = false
-			break
+// handedOver reports whether a Bundle with the deployments old (cluster
+// namespace → cluster, see deployments) may be deleted now that cur, with
+// the deployments curDeps, replaces it, and if not, why. A namespace is
+// handed over when cur has a BundleDeployment there, or when cur does not
+// target its cluster at all: the Bundle controller has processed cur's
+// generation, created every deployment it wants (fewer new ones in its
+// last pass than its maxNew allows) and records no target error for that
+// cluster. A failed target (a values template failing for the cluster, a
+// tampered status.namespace) gets no BundleDeployment either, but it is a
+// cluster cur wants: deleting the old Bundle would uninstall the release
+// there, so it stays until the error is fixed.
+func handedOver(old, curDeps map[string]string, cur *fleet.Bundle) (bool, string) {
+	var missing []string
+	for ns := range old {
+		if _, ok := curDeps[ns]; !ok {
+			missing = append(missing, ns)
 		}
 	}
-	if covered {
-		return true
+	if len(missing) == 0 {
+		return true, ""
 	}
-	st := cur.Status
-	return st.ObservedGeneration == cur.Generation && st.NewlyCreated < st.MaxNew
+	st := &cur.Status
+	switch {
+	case st.ObservedGeneration != cur.Generation:
+		return false, fmt.Sprintf("bundle %s is not processed yet", cur.Name)
+	case summary.Rejection(cur) != nil:
+		return false, fmt.Sprintf("bundle %s is rejected", cur.Name)
+	case st.NewlyCreated >= st.MaxNew:
+		return false, fmt.Sprintf("bundle %s has deployments left to create", cur.Name)
+	}
+	failed, complete := targetErrors(st.Summary)
+	slices.Sort(missing)
+	for _, ns := range missing {
+		for key, msg := range failed {
+			if (key != "" && key == old[ns]) || clusterNamespaceOf(key) == ns {
+				return false, fmt.Sprintf("bundle %s has a target error for cluster %s: %s", cur.Name, key, msg)
+			}
+		}
+	}
+	if !complete {
+		return false, fmt.Sprintf("bundle %s has errors in clusters its status does not list", cur.Name)
+	}
+	return true, ""
+}
+
+// targetErrors are the clusters ("<namespace>/<name>") the Bundle status
+// lists in error, with their messages. A failed target is counted and
+// listed so (state ErrApplied, the error as message) after the
+// deployments, up to summary.MaxNonReadyResources entries; complete is
+// false when the count says some are not listed, so any cluster may be
+// one of them.
+func targetErrors(s fleet.BundleSummary) (map[string]string, bool) {
+	out := map[string]string{}
+	for _, r := range s.NonReadyResources {
+		if r.State == fleet.ErrApplied {
+			out[r.Name] = r.Message
+		}
+	}
+	return out, len(out) >= s.ErrApplied
+}
+
+// clusterNamespaceOf is the namespace of the BundleDeployments of the
+// cluster key ("<namespace>/<name>"), or "" for a malformed key.
+func clusterNamespaceOf(key string) string {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" {
+		return ""
+	}
+	return names.ClusterNamespace(ns, name)
 }

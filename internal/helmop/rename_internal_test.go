@@ -1,48 +1,90 @@
 package helmop
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // TestHandedOver: a Bundle of a HelmOp under an older name may go only
 // once the Bundle named after the HelmOp has a BundleDeployment wherever
 // the old one has, so the agent moves each release instead of
 // uninstalling it, or once the Bundle controller has processed the new
-// Bundle and created every deployment it wants.
+// Bundle, created every deployment it wants and records no target error
+// for a cluster left without one: a failed target is a cluster the new
+// Bundle wants, where deleting the old one would uninstall the release.
 func TestHandedOver(t *testing.T) {
-	set := func(ns ...string) map[string]bool {
-		m := map[string]bool{}
-		for _, n := range ns {
-			m[n] = true
+	const ws = "fleet-default"
+	ns := func(cluster string) string { return names.ClusterNamespace(ws, cluster) }
+	// deps maps the clusters' namespaces to the clusters, as the
+	// Bundle controller's labels name them.
+	deps := func(clusters ...string) map[string]string {
+		m := map[string]string{}
+		for _, c := range clusters {
+			m[ns(c)] = ws + "/" + c
 		}
 		return m
 	}
-	bundle := func(gen, observed int64, newly, maxNew int) *fleet.Bundle {
-		return &fleet.Bundle{
-			ObjectMeta: metav1.ObjectMeta{Generation: gen},
+	type opt func(*fleet.Bundle)
+	bundle := func(gen, observed int64, newly, maxNew int, opts ...opt) *fleet.Bundle {
+		b := &fleet.Bundle{
+			ObjectMeta: metav1.ObjectMeta{Name: "my.app", Generation: gen},
 			Status:     fleet.BundleStatus{ObservedGeneration: observed, NewlyCreated: newly, MaxNew: maxNew},
 		}
+		for _, o := range opts {
+			o(b)
+		}
+		return b
 	}
+	// failedIn lists clusters in error as the Bundle controller does.
+	failedIn := func(clusters ...string) opt {
+		return func(b *fleet.Bundle) {
+			for _, c := range clusters {
+				b.Status.Summary.ErrApplied++
+				b.Status.Summary.NonReadyResources = append(b.Status.Summary.NonReadyResources,
+					fleet.NonReadyResource{Name: ws + "/" + c, State: fleet.ErrApplied, Message: "template: values: map has no entry for key \"region\""})
+			}
+		}
+	}
+	unlisted := func(n int) opt { return func(b *fleet.Bundle) { b.Status.Summary.ErrApplied += n } }
+	stalled := func(b *fleet.Bundle) {
+		b.Status.Conditions = []metav1.Condition{{Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: b.Generation}}
+	}
+	unlabelled := map[string]string{ns("c2"): ""}
 	for _, tc := range []struct {
 		name     string
-		old, cur map[string]bool
+		old, cur map[string]string
 		bundle   *fleet.Bundle
 		want     bool
+		why      string
 	}{
-		{name: "old deploys nowhere", old: set(), cur: set(), bundle: bundle(1, 0, 0, 0), want: true},
-		{name: "every namespace covered", old: set("c1", "c2"), cur: set("c1", "c2", "c3"), bundle: bundle(1, 0, 0, 0), want: true},
-		{name: "not processed yet", old: set("c1"), cur: set(), bundle: bundle(1, 0, 0, 0), want: false},
-		{name: "older generation processed", old: set("c1", "c2"), cur: set("c1"), bundle: bundle(2, 1, 1, 50), want: false},
-		{name: "more to create", old: set("c1", "c2"), cur: set("c1"), bundle: bundle(1, 1, 50, 50), want: false},
-		{name: "processed, c2 no target", old: set("c1", "c2"), cur: set("c1"), bundle: bundle(1, 1, 1, 50), want: true},
+		{name: "old deploys nowhere", old: deps(), cur: deps(), bundle: bundle(1, 0, 0, 0), want: true},
+		{name: "every namespace covered", old: deps("c1", "c2"), cur: deps("c1", "c2", "c3"), bundle: bundle(1, 0, 0, 0), want: true},
+		{name: "covered, even where the new one reports an error", old: deps("c1"), cur: deps("c1"), bundle: bundle(1, 1, 0, 50, failedIn("c1")), want: true},
+		{name: "not processed yet", old: deps("c1"), cur: deps(), bundle: bundle(1, 0, 0, 0), why: "not processed"},
+		{name: "older generation processed", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(2, 1, 1, 50), why: "not processed"},
+		{name: "more to create", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 50, 50), why: "left to create"},
+		{name: "rejected at its generation", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 0, 50, stalled), why: "rejected"},
+		{name: "processed, c2 no target", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50), want: true},
+		{name: "failed target in c2", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c2")),
+			why: "target error for cluster fleet-default/c2: template"},
+		{name: "failed target in c2, deployment unlabelled", old: unlabelled, cur: deps(), bundle: bundle(1, 1, 0, 50, failedIn("c2")),
+			why: "cluster fleet-default/c2"},
+		{name: "failed target elsewhere, c2 no target", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c3")), want: true},
+		{name: "errors the status does not list", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c3"), unlisted(1)),
+			why: "does not list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := handedOver(tc.old, tc.cur, tc.bundle); got != tc.want {
-				t.Fatalf("handedOver = %v, want %v", got, tc.want)
+			got, why := handedOver(tc.old, tc.cur, tc.bundle)
+			if got != tc.want {
+				t.Fatalf("handedOver = %v (%s), want %v", got, why, tc.want)
+			}
+			if !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Fatalf("why = %q, want %q", why, tc.why)
 			}
 		})
 	}
