@@ -1,17 +1,21 @@
 package bundlereader
 
-// Expanding Read's paths into bundle directories. As in Rancher Fleet
-// (apply.CreateBundles), a path that yields no bundle is skipped rather
-// than failing the read: a glob such as apps/* matching a directory that
-// only holds a README must not stall every later commit of the GitRepo.
-// Only a read in which no path yields a bundle fails, since returning no
-// bundle would make the caller prune every Bundle of the GitRepo.
+// Expanding Read's paths into bundle directories. Unlike Rancher Fleet
+// (apply.CreateBundles), which skips any path that yields no bundle and so
+// prunes its Bundles, a path that names nothing is an error here: a typo in
+// a GitRepo's paths, or a directory removed from the repository but not
+// from paths, must not delete what is deployed. Only a directory that a
+// glob matches and that holds nothing to deploy (apps/* matching apps/docs
+// with only a README, Rancher's main use of the skip) is skipped, with a
+// warning; a read in which nothing yields a bundle still fails, since an
+// empty result would make the caller prune every Bundle of the GitRepo.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -22,16 +26,18 @@ type pathScan struct {
 	// firstDir is the first directory of paths[0], which Options.FleetYAML
 	// defines; empty without Options.FleetYAML.
 	firstDir string
-	// skipped says, one entry per path or directory, why it yields no
-	// bundle; Read reports them as warnings, or in its error when nothing
-	// yields a bundle.
+	// skipped says, one entry per directory a glob matched, why it yields
+	// no bundle; Read reports them as warnings, or in its error when
+	// nothing yields a bundle.
 	skipped []string
 }
 
 // scanPaths expands paths (globs allowed, a leading "/" meaning the
-// repository root) into bundle directories. A path outside the repository
-// or an invalid glob is an error; a path that matches nothing, only files,
-// or directories holding nothing to deploy is recorded in skipped.
+// repository root) into bundle directories. A literal path must name a
+// directory holding something to deploy, and a glob must match at least
+// one directory; anything else (a path outside the repository, an invalid
+// glob, a directory that cannot be read) is an error too. Only directories
+// a glob matches that hold nothing to deploy are recorded in skipped.
 func scanPaths(fs *fsys, paths []string, fleetYAML []byte) (*pathScan, error) {
 	scan := &pathScan{}
 	seen := map[string]bool{}
@@ -43,15 +49,16 @@ func scanPaths(fs *fsys, paths []string, fleetYAML []byte) (*pathScan, error) {
 		if filepath.IsAbs(p) {
 			return nil, fmt.Errorf("path %q: must be relative to the repository root", p)
 		}
-		matches, err := filepath.Glob(filepath.Join(fs.root, filepath.FromSlash(p)))
-		if err != nil {
-			return nil, fmt.Errorf("path %q: %w", p, err)
-		}
-		sort.Strings(matches)
 		// With -f's fleet.yaml, the directories of paths[0] are bundles
 		// even when they hold nothing else; it defines the first one.
 		defined := i == 0 && fleetYAML != nil
-		found, matchedDir, err := scanMatches(fs, p, matches, defined, scan)
+		var found []string
+		var err error
+		if hasGlobMeta(p) {
+			found, err = scanGlob(fs, p, defined, scan)
+		} else {
+			found, err = scanLiteral(fs, p, defined, scan)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -61,62 +68,114 @@ func scanPaths(fs *fsys, paths []string, fleetYAML []byte) (*pathScan, error) {
 				scan.dirs = append(scan.dirs, d)
 			}
 		}
-		if !matchedDir {
-			scan.skipped = append(scan.skipped, noDirReason(p, len(matches)))
-		}
 	}
 	return scan, nil
 }
 
-// scanMatches discovers the bundle directories of the matches of path p.
-// It says whether any match is a directory; files among the matches are
-// left out.
-func scanMatches(fs *fsys, p string, matches []string, defined bool, scan *pathScan) ([]string, bool, error) {
+// scanLiteral discovers the bundle directories of path p, which holds no
+// glob: it must exist, be a directory and hold something to deploy.
+func scanLiteral(fs *fsys, p string, defined bool, scan *pathScan) ([]string, error) {
+	full := filepath.Join(fs.root, filepath.FromSlash(p))
+	if !fs.inside(full) {
+		return nil, fmt.Errorf("path %q is outside the repository", p)
+	}
+	st, err := os.Stat(full)
+	switch {
+	case err != nil && isNotExist(err):
+		return nil, fmt.Errorf("path %q does not exist", p)
+	case err != nil:
+		// Permission denied, a symbolic link loop: not a missing path.
+		return nil, fmt.Errorf("path %q: %w", p, pathErrCause(err))
+	case !st.IsDir():
+		return nil, fmt.Errorf("path %q is a file; paths name directories", p)
+	}
+	found, err := discoverDir(fs, full, defined, scan)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("path %q: no fleet.yaml and no YAML manifests found", fs.rel(full))
+	}
+	return found, nil
+}
+
+// scanGlob discovers the bundle directories of the matches of glob p. It
+// must match a directory; files among the matches are left out, and a
+// matched directory holding nothing to deploy is recorded in skipped.
+func scanGlob(fs *fsys, p string, defined bool, scan *pathScan) ([]string, error) {
+	matches, err := glob(filepath.Join(fs.root, filepath.FromSlash(p)))
+	if err != nil {
+		return nil, globError(fs, p, err)
+	}
+	if len(matches) == 0 {
+		return nil, fmt.Errorf("path %q matches nothing", p)
+	}
 	var dirs []string
 	matchedDir := false
 	for _, m := range matches {
 		if !fs.inside(m) {
-			return nil, false, fmt.Errorf("path %q is outside the repository", p)
+			return nil, fmt.Errorf("path %q is outside the repository", p)
 		}
 		st, err := os.Stat(m)
 		if err != nil {
-			return nil, false, fmt.Errorf("path %q: %w", p, err)
+			return nil, globError(fs, p, err)
 		}
 		if !st.IsDir() {
 			continue
 		}
-		if defined && !matchedDir {
-			scan.firstDir = m
-		}
 		matchedDir = true
-		found, err := fs.discover(m)
+		found, err := discoverDir(fs, m, defined, scan)
 		if err != nil {
-			return nil, false, err
-		}
-		if defined && (len(found) == 0 || found[0] != m) {
-			found = append([]string{m}, found...)
+			return nil, err
 		}
 		if len(found) == 0 {
-			scan.skipped = append(scan.skipped, fmt.Sprintf("path %q: no fleet.yaml and no YAML manifests found", fs.rel(m)))
+			scan.skipped = append(scan.skipped,
+				fmt.Sprintf("path %q: directory %q holds no fleet.yaml and no YAML manifests", p, fs.rel(m)))
 		}
 		dirs = append(dirs, found...)
 	}
-	return dirs, matchedDir, nil
+	if !matchedDir {
+		return nil, fmt.Errorf("path %q matches no directory (only files); paths name directories", p)
+	}
+	return dirs, nil
 }
 
-// noDirReason says why path p, with n matches none of which is a
-// directory, yields no bundle.
-func noDirReason(p string, n int) string {
-	switch {
-	case n == 0 && hasGlobMeta(p):
-		return fmt.Sprintf("path %q matches nothing", p)
-	case n == 0:
-		return fmt.Sprintf("path %q does not exist", p)
-	case n == 1 && !hasGlobMeta(p):
-		return fmt.Sprintf("path %q is a file; paths name directories", p)
-	default:
-		return fmt.Sprintf("path %q matches no directory (only files); paths name directories", p)
+// discoverDir returns the bundle directories at and below dir. With -f's
+// fleet.yaml (defined), dir is one even when it holds nothing else, and
+// the first such dir is the one the fleet.yaml defines.
+func discoverDir(fs *fsys, dir string, defined bool, scan *pathScan) ([]string, error) {
+	if defined && scan.firstDir == "" {
+		scan.firstDir = dir
 	}
+	found, err := fs.discover(dir)
+	if err != nil {
+		return nil, err
+	}
+	if defined && (len(found) == 0 || found[0] != dir) {
+		found = append([]string{dir}, found...)
+	}
+	return found, nil
+}
+
+// pathErrCause drops the absolute path a *fs.PathError names (the
+// checkout's temporary directory); the message names the path as written.
+func pathErrCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// globError is glob p's error; a lookup error names the file or
+// directory relative to the repository root, not the checkout's
+// temporary directory.
+func globError(f *fsys, p string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("path %q: %s: %w", p, f.rel(pe.Path), pe.Err)
+	}
+	return fmt.Errorf("path %q: %w", p, err)
 }
 
 // hasGlobMeta reports whether p holds a filepath.Match pattern character.
@@ -125,7 +184,7 @@ func hasGlobMeta(p string) bool {
 }
 
 // noBundleError is Read's error when no path yields a bundle: it names
-// the paths and why each yielded none.
+// the paths and why the directories their globs matched yielded none.
 func noBundleError(paths []string, skipped []string) error {
 	return fmt.Errorf("no bundle to deploy at paths %q: %s", paths, strings.Join(skipped, "; "))
 }

@@ -152,13 +152,14 @@ type Options struct {
 
 // Read walks root/paths (globs allowed; default ".") and returns one Bundle
 // per bundle directory, named NAME-<path> via names.HelmReleaseName (or
-// fleet.yaml's name as written) and sorted by name. As in Rancher Fleet, a
-// path or directory that yields no bundle (it matches nothing or only
-// files, or holds no fleet.yaml nor YAML) is skipped with a warning
-// (Options.Warn), and the read fails only when no path yields a bundle: an
-// empty result would make the caller prune every bundle. Any other error
-// fails the whole read, so a caller never applies a partial set of
-// bundles (which would prune the rest).
+// fleet.yaml's name as written) and sorted by name. A path that does not
+// exist, names a file, or holds nothing to deploy, and a glob that
+// matches no directory, fail the read (Rancher Fleet skips them, and so
+// prunes their bundles). Only a directory a glob matches that holds no
+// fleet.yaml nor YAML is skipped, with a warning (Options.Warn), and the
+// read fails when nothing yields a bundle: an empty result would make the
+// caller prune every bundle. Any error fails the whole read, so a caller
+// never applies a partial set of bundles (which would prune the rest).
 func Read(ctx context.Context, name, root string, paths []string, opts Options) ([]*fleet.Bundle, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	fs, err := newFS(root, opts.Limits)

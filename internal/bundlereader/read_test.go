@@ -292,13 +292,16 @@ func TestBadInput(t *testing.T) {
 		// A leading "/" is the repository root, as in Rancher Fleet.
 		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: `path "etc" does not exist`},
 		{name: "missing path", files: map[string]string{"a.yaml": ""}, paths: []string{"nope*"}, want: `path "nope*" matches nothing`},
-		// Paths yielding no bundle are skipped (TestPathsYieldingNoBundleAreSkipped);
-		// when none yields one, the read fails: the caller would prune every
-		// Bundle of the GitRepo.
+		// A path naming nothing fails the read, even beside paths that
+		// yield bundles (TestPathNamingNothingFails): skipping it would
+		// make the caller prune its Bundles.
+		{name: "missing literal path", files: map[string]string{"app/fleet.yaml": ""}, paths: []string{"app", "gone"}, want: `path "gone" does not exist`},
 		{name: "path is a file", files: map[string]string{"deploy/app.yaml": "kind: A\n"}, paths: []string{"deploy/app.yaml"},
 			want: `path "deploy/app.yaml" is a file; paths name directories`},
 		{name: "glob matches only files", files: map[string]string{"apps/a.yaml": "kind: A\n", "apps/b.yaml": "kind: B\n"}, paths: []string{"apps/*"},
 			want: `path "apps/*" matches no directory`},
+		{name: "one of several paths is a file", files: map[string]string{"app/fleet.yaml": "", "other.yaml": "kind: A\n"}, paths: []string{"app", "other.yaml"},
+			want: `path "other.yaml" is a file`},
 		{name: "nothing to deploy", files: map[string]string{"docs/README.md": ""}, want: "no fleet.yaml and no YAML manifests found"},
 		// YAML a .fleetignore excludes is not deployed, so it must not make
 		// the path a bundle: an empty bundle would replace what is deployed.

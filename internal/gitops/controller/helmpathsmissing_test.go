@@ -75,3 +75,26 @@ func TestHelmSecretForPathsWithoutKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmSecretForPathsEmptyKey: an empty secrets-path.yaml value is an
+// empty YAML document, as Rancher Fleet parses its file: no per-path
+// entries, so the GitRepo syncs (Accepted True) with no helm credentials
+// for any path, rather than being refused like a missing key.
+func TestHelmSecretForPathsEmptyKey(t *testing.T) {
+	ns := newNamespace(t, "helm-paths-empty")
+	root := t.TempDir()
+	apps := gittest.NewRepo(t, root, "apps")
+	c1 := apps.Commit("master", map[string]string{"cm.yaml": configMap("a", "1")})
+	srv := gittest.NewHTTPServer(t, root, gittest.HTTPOptions{})
+	secret(t, ns, "empty", corev1.SecretTypeOpaque, map[string][]byte{"secrets-path.yaml": {}})
+
+	createRepo(t, ns, "app", fleet.GitRepoSpec{Repo: srv.URLFor(apps), HelmSecretNameForPaths: "empty"})
+	waitSynced(t, ns, "app", c1, 1)
+	r := getRepo(t, ns, "app")
+	if c := condition(r, fleet.ConditionAccepted); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("accepted = %+v, want True", c)
+	}
+	if c := condition(r, fleet.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+		t.Fatalf("stalled = %+v", c)
+	}
+}

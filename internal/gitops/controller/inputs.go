@@ -130,14 +130,13 @@ func helmAuth(ctx context.Context, r client.Reader, repo *fleet.GitRepo, clientK
 	if err != nil {
 		return auth, nil, fmt.Errorf("reading helm secret for paths: %w", err)
 	}
-	// Rancher Fleet fails on a Secret without the key too; accepting it
-	// would silently drop every path's credentials, helmSecretName's too.
+	// Rancher Fleet fails on a Secret without the key too (its file is
+	// missing); accepting it would silently drop every path's credentials,
+	// helmSecretName's too. An empty value is, as there, an empty YAML
+	// document: no per-path entries.
 	data, ok := s.Data[helmKeyPathsSecret]
 	if !ok {
 		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q has no key %s", name, helmKeyPathsSecret)}
-	}
-	if len(data) == 0 {
-		return auth, nil, &inputError{fmt.Errorf("helm secret for paths %q: key %s is empty", name, helmKeyPathsSecret)}
 	}
 	var entries map[string]helmPathAuth
 	if err := yaml.Unmarshal(data, &entries); err != nil {
