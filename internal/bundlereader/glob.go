@@ -49,12 +49,13 @@ func glob(pattern string) ([]string, error) {
 }
 
 // globDir appends to matches the names in dir that match pattern, sorted.
-// A dir that does not exist or is a file holds no match; any other error
-// reading it is returned.
+// A dir that does not exist, is a file, or is a symbolic link that leads
+// nowhere (dangling, or a loop: it can hide no bundle) holds no match; any
+// other error reading it is returned.
 func globDir(dir, pattern string, matches []string) ([]string, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
-		if isNotExist(err) {
+		if isNotExist(err) || errors.Is(err, syscall.ELOOP) {
 			return matches, nil
 		}
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // pathScan is what the paths of one Read expand to.
@@ -117,10 +118,14 @@ func scanGlob(fs *fsys, p string, defined bool, scan *pathScan) ([]string, error
 			return nil, fmt.Errorf("path %q is outside the repository", p)
 		}
 		st, err := os.Stat(m)
-		if err != nil {
+		switch {
+		case err != nil && (isNotExist(err) || errors.Is(err, syscall.ELOOP)):
+			// A dangling symbolic link or a loop: no directory, so no
+			// bundle, as filepath.Glob's callers see it.
+			continue
+		case err != nil:
 			return nil, globError(fs, p, err)
-		}
-		if !st.IsDir() {
+		case !st.IsDir():
 			continue
 		}
 		matchedDir = true

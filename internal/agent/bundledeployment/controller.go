@@ -147,6 +147,10 @@ type appliedState struct {
 	release        *deployer.Release
 	options        fleet.BundleDeploymentOptions
 	lastCorrection time.Time
+	// staleCopies: copies of entries that left downstreamResources may
+	// be left from before this deploy and are to be deleted
+	// (pruneStaleCopies).
+	staleCopies bool
 }
 
 type failure struct {
@@ -350,7 +354,12 @@ func (r *Reconciler) reconcile(ctx context.Context, bd *fleet.BundleDeployment) 
 			setDeployed(bd, st.release.String())
 		}
 	}
-	return r.monitor(ctx, bd, st)
+	wait := r.pruneStaleCopies(ctx, bd, st)
+	res, err := r.monitor(ctx, bd, st)
+	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res, err
 }
 
 // releaseApplied tells whether rel, the deployed release found in storage
@@ -431,22 +440,27 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 			Options: opts, Manifest: m, TakeOver: takeOver,
 		})
 	}
-	if err == nil {
-		// Only now: the release deployed before may still use them.
-		err = r.pruneCopies(ctx, bd, opts)
-	}
 	r.noteRefused(key, err)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deploy failed", "error", err.Error())
 		setDeployError(bd, err)
 		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
+	// Copies of entries that left the list go only now (the release
+	// deployed before may have used them), after the success is recorded:
+	// a failure to delete them is reported and retried on its own
+	// (pruneStaleCopies), never by deploying again. Asked of what was
+	// applied before, which remember replaces.
+	stale := r.staleCopiesDue(key, bd, opts)
 	r.mu.Lock()
 	delete(r.failures, key)
 	delete(r.contentWaits, key)
 	r.mu.Unlock()
 	setDeployed(bd, rel.String())
-	r.remember(key, bd, rel)
+	st := r.remember(key, bd, rel)
+	r.mu.Lock()
+	st.staleCopies = stale
+	r.mu.Unlock()
 	if err := r.watcher.Watch(key, rel.Objects); err != nil {
 		return ctrl.Result{}, false, err
 	}
@@ -580,9 +594,11 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 		return err
 	}
 	var refs []deployer.ReleaseRef
+	var releaseNS []string
 	for _, ref := range all {
 		if ref.BundleDeployment == key.Name {
 			refs = append(refs, ref)
+			releaseNS = append(releaseNS, ref.Namespace)
 		}
 	}
 	// A release another live BundleDeployment claims (the app moved to
@@ -599,7 +615,7 @@ func (r *Reconciler) cleanup(ctx context.Context, key types.NamespacedName) erro
 	// Copies first: a failed uninstall keeps the release stored, so a
 	// retry still knows keepResources.
 	if !keep {
-		if err := r.removeCopies(ctx, key.Name, st, keptNS, st != nil || len(refs) > 0); err != nil {
+		if err := r.removeCopies(ctx, key.Name, st, releaseNS, keptNS, st != nil || len(refs) > 0); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
@@ -20,7 +21,8 @@ import (
 
 // copyDownstreamResources copies the Secrets/ConfigMaps named in
 // downstreamResources from the cluster namespace upstream into the release
-// namespace downstream, labelled with the BundleDeployment. It runs before
+// namespace downstream, labelled with the BundleDeployment and the agent's
+// namespace (see copyScope). It runs before
 // the deploy, which may need them; it deletes nothing: copies of entries
 // that left the list go only once the deploy succeeded (pruneCopies), so a
 // commit that drops an entry and fails to deploy leaves the running
@@ -31,7 +33,8 @@ import (
 // (deployer.PrepareNamespace): the copies and the namespace (not created
 // when createNamespace is false) can do no more than the release could.
 // An object of a copy's name that is not a copy made for this
-// BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) is never
+// BundleDeployment (label fleet.cattle.io/bundledeployment=<bd>) by this
+// agent (label fleet.cattle.io/agent-namespace, if any) is never
 // overwritten: the deploy fails and says so, except a copy made for
 // takeOver, the BundleDeployment whose release this deploy takes over
 // (gone or being deleted, see takeOver): that copy becomes this one's, so
@@ -45,7 +48,8 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 	if err != nil {
 		return fmt.Errorf("downstreamResources: %w", err)
 	}
-	owner := copyOwner{bd: bd.Name, takeOver: takeOver, serviceAccount: opts.ServiceAccount, keepResources: opts.KeepResources}
+	owner := copyOwner{bd: bd.Name, takeOver: takeOver, agentNS: r.opts.AgentNamespace,
+		serviceAccount: opts.ServiceAccount, keepResources: opts.KeepResources}
 	for _, dr := range opts.DownstreamResources {
 		key := types.NamespacedName{Namespace: bd.Namespace, Name: dr.Name}
 		switch kind := strings.ToLower(dr.Kind); kind {
@@ -75,14 +79,12 @@ func (r *Reconciler) copyDownstreamResources(ctx context.Context, bd *fleet.Bund
 	return nil
 }
 
-// pruneCopies deletes, once opts were deployed for bd and before that is
-// remembered, the copies in the release namespace of entries no longer in
-// downstreamResources. It lists only when such copies may exist
-// (mayHaveStaleCopies of what was applied before this deploy).
+// pruneCopies deletes the copies in the release namespace of entries no
+// longer in downstreamResources, once opts were deployed for bd: the
+// release deployed before may have used them until then. Callers ask
+// staleCopiesDue first, so that a bundle without downstreamResources
+// costs no lists downstream.
 func (r *Reconciler) pruneCopies(ctx context.Context, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) error {
-	if !mayHaveStaleCopies(r.state(client.ObjectKeyFromObject(bd)), bd, opts) {
-		return nil
-	}
 	want := map[string]bool{}
 	for _, dr := range opts.DownstreamResources {
 		want[strings.ToLower(dr.Kind)+"/"+dr.Name] = true
@@ -90,6 +92,81 @@ func (r *Reconciler) pruneCopies(ctx context.Context, bd *fleet.BundleDeployment
 	return r.deleteCopies(ctx, bd.Name, deployer.ReleaseNamespace(opts), func(c copied) bool {
 		return want[c.kind+"/"+c.meta.Name]
 	})
+}
+
+// ReasonStaleCopies is the reason of the Deployed condition (True: the
+// deploy succeeded and is monitored) while copies of entries that left
+// downstreamResources could not be deleted; its message says why. Only
+// their deletion is retried (pruneRetry), never the deploy. A restarted
+// agent reads the reason back to know it still has to retry.
+const ReasonStaleCopies = "StaleCopiesNotDeleted"
+
+// pruneRetry is how soon a failed deletion of stale copies is retried.
+const pruneRetry = 15 * time.Second
+
+// setCopiesPruned reports the outcome of deleting stale copies after a
+// successful deploy on the Deployed condition, which stays True: the
+// release is deployed; only the leftover copies are in question.
+func setCopiesPruned(bd *fleet.BundleDeployment, err error) {
+	c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return
+	}
+	switch {
+	case err != nil:
+		msg := "deployed, but copies of downstreamResources no longer listed could not be deleted (retried): " + err.Error()
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		setCondition(&bd.Status, bd.Generation, fleet.ConditionDeployed, true, ReasonStaleCopies, msg)
+	case c.Reason == ReasonStaleCopies:
+		setCondition(&bd.Status, bd.Generation, fleet.ConditionDeployed, true, ReasonDeployed, "")
+	}
+}
+
+// pruneStaleCopies deletes the copies of entries that left
+// downstreamResources once st, the deploy of bd, succeeded, when they may
+// exist (st.staleCopies, or the status of an earlier attempt says they are
+// left). A failure leaves the deploy as it is (Deployed and monitored) and
+// says why on the Deployed condition (setCopiesPruned); it returns how
+// soon to try again (0: done).
+func (r *Reconciler) pruneStaleCopies(ctx context.Context, bd *fleet.BundleDeployment, st *appliedState) time.Duration {
+	r.mu.Lock()
+	due, opts := st.staleCopies, st.options
+	r.mu.Unlock()
+	if !due && !staleCopiesReported(bd) {
+		return 0
+	}
+	err := r.pruneCopies(ctx, bd, opts)
+	setCopiesPruned(bd, err)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("deployed, but stale copies of downstreamResources could not be deleted; retrying the deletion only", "error", err.Error())
+		return jitter(pruneRetry)
+	}
+	r.mu.Lock()
+	st.staleCopies = false
+	r.mu.Unlock()
+	return 0
+}
+
+// staleCopiesDue tells, before a successful deploy of opts for bd is
+// remembered, whether copies of entries no longer listed may be left:
+// from what was applied before (mayHaveStaleCopies), or from an earlier
+// deploy whose deletion of them has not succeeded yet.
+func (r *Reconciler) staleCopiesDue(key types.NamespacedName, bd *fleet.BundleDeployment, opts fleet.BundleDeploymentOptions) bool {
+	r.mu.Lock()
+	prev := r.applied[key]
+	pending := prev != nil && prev.staleCopies
+	r.mu.Unlock()
+	return pending || staleCopiesReported(bd) || mayHaveStaleCopies(prev, bd, opts)
+}
+
+// staleCopiesReported tells whether the status says a deletion of stale
+// copies is still due (setCopiesPruned), so that a restarted agent
+// retries it.
+func staleCopiesReported(bd *fleet.BundleDeployment) bool {
+	c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonStaleCopies
 }
 
 // mayHaveStaleCopies tells whether copies of downstreamResources that opts
@@ -111,17 +188,39 @@ func mayHaveStaleCopies(st *appliedState, bd *fleet.BundleDeployment, opts fleet
 	}
 }
 
-// deleteCopies deletes the copies of downstreamResources made for bdName
-// in namespace ns (metav1.NamespaceAll: in every namespace), but those
-// keep (nil: none) wants. They are found with the agent's own identity (a
-// list selected by the label every copy carries) and each is deleted as
+// deleteCopies deletes the copies of downstreamResources this agent made
+// for bdName in namespace ns (those an agent made before copies carried
+// their agent's namespace too), but those keep (nil: none) wants.
+func (r *Reconciler) deleteCopies(ctx context.Context, bdName, ns string, keep func(copied) bool) error {
+	return r.deleteCopiesIn(ctx, bdName, copyScope{namespaces: []string{ns}}, keep)
+}
+
+// copyScope is where copies of one BundleDeployment are looked for.
+// Several agents may share a downstream cluster, each with its own
+// namespace, and BundleDeployments of the same name: a copy is this
+// agent's when its label fleet.cattle.io/agent-namespace (the label its
+// release storage carries too) names this agent's namespace.
+type copyScope struct {
+	// everywhere: in all namespaces, the copies labelled with this
+	// agent's namespace.
+	everywhere bool
+	// namespaces: in these, also copies without that label, made before
+	// copies carried it: where such an agent put them (the namespaces of
+	// this agent's releases), never cluster-wide, where they may be
+	// another agent's.
+	namespaces []string
+}
+
+// deleteCopiesIn deletes the copies of downstreamResources made for bdName
+// that scope finds, but those keep (nil: none) wants. They are found with
+// the agent's own identity (label-selected lists) and each is deleted as
 // the identity that made it (its annotation
 // fleet.cattle.io/service-account, resolved as a deploy resolves it).
-func (r *Reconciler) deleteCopies(ctx context.Context, bdName, ns string, keep func(copied) bool) error {
+func (r *Reconciler) deleteCopiesIn(ctx context.Context, bdName string, scope copyScope, keep func(copied) bool) error {
 	if len(validation.IsValidLabelValue(bdName)) > 0 {
 		return nil // no copy can carry the label
 	}
-	found, err := r.listCopies(ctx, bdName, ns)
+	found, err := r.findCopies(ctx, bdName, scope)
 	if err != nil {
 		return err
 	}
@@ -141,18 +240,71 @@ type copied struct {
 	meta metav1.ObjectMeta
 }
 
-func (r *Reconciler) listCopies(ctx context.Context, bdName, ns string) ([]copied, error) {
+// copySelector selects the copies made for bdName: by the agent of
+// agentNS when set, else by any agent (filtered with agentCopy).
+func copySelector(bdName, agentNS string) string {
+	sel := fleet.BundleDeploymentLabel + "=" + bdName
+	if agentNS != "" {
+		sel += "," + deployer.StorageAgentNamespaceLbl + "=" + agentNS
+	}
+	return sel
+}
+
+// agentCopy tells whether a copy with these labels may be the agent of
+// agentNS's: it names that agent, or no agent (made before copies named
+// theirs; legacy allows those, found where this agent's releases are).
+func agentCopy(labels map[string]string, agentNS string, legacy bool) bool {
+	v, ok := labels[deployer.StorageAgentNamespaceLbl]
+	if !ok {
+		return legacy
+	}
+	return v == agentNS
+}
+
+// findCopies lists the copies scope covers, each once.
+func (r *Reconciler) findCopies(ctx context.Context, bdName string, scope copyScope) ([]copied, error) {
+	agentNS := r.opts.AgentNamespace
+	var found []copied
+	seen := map[types.UID]bool{}
+	add := func(cs []copied, legacy bool) {
+		for _, c := range cs {
+			if !seen[c.meta.UID] && agentCopy(c.meta.Labels, agentNS, legacy) {
+				seen[c.meta.UID] = true
+				found = append(found, c)
+			}
+		}
+	}
+	if scope.everywhere {
+		cs, err := r.listCopies(ctx, metav1.NamespaceAll, copySelector(bdName, agentNS))
+		if err != nil {
+			return nil, err
+		}
+		add(cs, false)
+	}
+	for _, ns := range scope.namespaces {
+		cs, err := r.listCopies(ctx, ns, copySelector(bdName, ""))
+		if err != nil {
+			return nil, err
+		}
+		add(cs, true)
+	}
+	return found, nil
+}
+
+// listCopies lists the Secrets and ConfigMaps sel selects in ns
+// (metav1.NamespaceAll: all namespaces) as the agent.
+func (r *Reconciler) listCopies(ctx context.Context, ns, sel string) ([]copied, error) {
 	where := ns
 	if ns == metav1.NamespaceAll {
 		where = "all namespaces"
 	}
 	core := r.deployer.AgentCore()
-	sel := metav1.ListOptions{LabelSelector: fleet.BundleDeploymentLabel + "=" + bdName}
-	secrets, err := core.Secrets(ns).List(ctx, sel)
+	opts := metav1.ListOptions{LabelSelector: sel}
+	secrets, err := core.Secrets(ns).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing copies of downstreamResources in %s: %w", where, err)
 	}
-	configMaps, err := core.ConfigMaps(ns).List(ctx, sel)
+	configMaps, err := core.ConfigMaps(ns).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing copies of downstreamResources in %s: %w", where, err)
 	}
@@ -192,12 +344,21 @@ type objectClient[T any] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// copyOwner is who copyObject copies for: the BundleDeployment bd, with the
-// serviceAccount it deploys as and its keepResources, and takeOver (empty:
-// none), the BundleDeployment whose copies it may adopt.
+// copyOwner is who copyObject copies for: the BundleDeployment bd of the
+// agent of namespace agentNS, with the serviceAccount it deploys as and
+// its keepResources, and takeOver (empty: none), the BundleDeployment
+// whose copies it may adopt.
 type copyOwner struct {
-	bd, takeOver, serviceAccount string
-	keepResources                bool
+	bd, takeOver, agentNS, serviceAccount string
+	keepResources                         bool
+}
+
+// owns tells whether an object with these labels is a copy o may update:
+// made for o.bd or o.takeOver, by o's agent or by one that did not label
+// its copies with its namespace.
+func (o copyOwner) owns(labels map[string]string) bool {
+	bd := labels[fleet.BundleDeploymentLabel]
+	return (bd == o.bd || (o.takeOver != "" && bd == o.takeOver)) && agentCopy(labels, o.agentNS, true)
 }
 
 // copyObject creates dst, or updates the object of its name (set copies
@@ -218,6 +379,7 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyO
 			a = map[string]string{}
 		}
 		l[fleet.BundleDeploymentLabel] = bdName
+		l[deployer.StorageAgentNamespaceLbl] = o.agentNS
 		a[fleet.ServiceAccountAnnotation] = serviceAccount
 		a[fleet.KeepResourcesAnnotation] = fmt.Sprint(o.keepResources)
 		obj.SetLabels(l)
@@ -228,10 +390,9 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyO
 	case apierrors.IsNotFound(err):
 		mark(dst)
 		_, err = c.Create(ctx, dst, metav1.CreateOptions{FieldManager: deployer.FieldManager})
-	case err == nil && cur.GetLabels()[fleet.BundleDeploymentLabel] != bdName &&
-		(o.takeOver == "" || cur.GetLabels()[fleet.BundleDeploymentLabel] != o.takeOver):
-		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (label %s=%s); it is left unchanged",
-			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName)
+	case err == nil && !o.owns(cur.GetLabels()):
+		return fmt.Errorf("downstreamResources: %s %s/%s already exists and is not a copy made for this bundle deployment (labels %s=%s, %s=%s); it is left unchanged",
+			kind, dst.GetNamespace(), dst.GetName(), fleet.BundleDeploymentLabel, bdName, deployer.StorageAgentNamespaceLbl, o.agentNS)
 	case err == nil:
 		set(dst, cur)
 		mark(cur)
@@ -247,24 +408,27 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyO
 // BundleDeployment bdName, which is gone and did not ask for
 // keepResources, but those in the namespaces kept (a release there that
 // another BundleDeployment takes over, with the copies it may adopt). st
-// is what this process last deployed for bdName (nil: unknown). With st
-// the copies are where it deployed, if it listed any; without (a restart,
-// a failed deploy, garbage collection) one list per kind selected by their
-// label across all namespaces finds them, also after a first install that
-// failed and stored no release. The agent's identity may list
-// cluster-wide, as it does to find release storage. keepKnown is false
-// when neither st nor a stored release tells keepResources (no release, or
-// one already removed with keepResources by an earlier clean-up): then
-// only copies whose own annotation says keepResources false are deleted.
-func (r *Reconciler) removeCopies(ctx context.Context, bdName string, st *appliedState, kept map[string]bool, keepKnown bool) error {
-	ns := metav1.NamespaceAll
+// is what this process last deployed for bdName (nil: unknown), releaseNS
+// the namespaces of this agent's releases of bdName. With st the copies
+// are where it deployed, if it listed any; without (a restart, a failed
+// deploy, garbage collection) one list per kind selected by their labels
+// across all namespaces finds this agent's, also after a first install
+// that failed and stored no release (the agent's identity may list
+// cluster-wide, as it does to find release storage), and copies made
+// before copies named their agent are looked for where the releases are
+// (see copyScope). keepKnown is false when neither st nor a stored release
+// tells keepResources (no release, or one already removed with
+// keepResources by an earlier clean-up): then only copies whose own
+// annotation says keepResources false are deleted.
+func (r *Reconciler) removeCopies(ctx context.Context, bdName string, st *appliedState, releaseNS []string, kept map[string]bool, keepKnown bool) error {
+	scope := copyScope{everywhere: true, namespaces: releaseNS}
 	if st != nil {
 		if len(st.options.DownstreamResources) == 0 {
 			return nil
 		}
-		ns = deployer.ReleaseNamespace(st.options)
+		scope = copyScope{namespaces: []string{deployer.ReleaseNamespace(st.options)}}
 	}
-	return r.deleteCopies(ctx, bdName, ns, func(c copied) bool {
+	return r.deleteCopiesIn(ctx, bdName, scope, func(c copied) bool {
 		return kept[c.meta.Namespace] || (!keepKnown && c.meta.Annotations[fleet.KeepResourcesAnnotation] != "false")
 	})
 }

@@ -6,13 +6,14 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/drift"
-	"github.com/fleetgo/fleet/internal/summary"
 )
 
-// The agent's display.state is the manager's state of the same
-// BundleDeployment: a deploymentID the manager holds back
+// The agent's state (and display.state) of a BundleDeployment is the one
+// the manager gives it: a deploymentID the manager holds back
 // (stagedDeploymentID ahead of deploymentID) is OutOfSync, not Ready, so a
-// bundle depending on it (default acceptedStates [Ready]) waits.
+// bundle depending on it (default acceptedStates [Ready]) waits. The
+// states are spelled out, not read from the manager's code, which State
+// calls.
 func TestStateAgreesWithManager(t *testing.T) {
 	deployed := func(staged string, r drift.Result) func(bd *fleet.BundleDeployment) {
 		return func(bd *fleet.BundleDeployment) {
@@ -48,9 +49,6 @@ func TestStateAgreesWithManager(t *testing.T) {
 			}
 			if bd.Status.Display.State != "" && bd.Status.Display.State != string(tt.want) {
 				t.Errorf("display.state %s, want %s", bd.Status.Display.State, tt.want)
-			}
-			if m := summary.ReportedState(bd); m != State(bd) {
-				t.Errorf("agent says %s, manager says %s", State(bd), m)
 			}
 		})
 	}

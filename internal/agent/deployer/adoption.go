@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Helm's ownership metadata of a release's objects.
@@ -48,36 +51,65 @@ const (
 	refuseObject
 )
 
-// adoption decides what a deploy of release target does with an object
-// that exists with labels and annotations. Helm accepts only an object
-// that already carries target's ownership. Beyond that the agent adopts:
+// adoptFacts are what adoption decides by: the object as it exists, and
+// the deploy.
+type adoptFacts struct {
+	labels, annotations map[string]string
+	// controller names the object's controller ownerReference ("Kind
+	// name"), empty when it has none.
+	controller string
+	// clusterScoped: the object is not in a namespace (a Namespace, a
+	// ClusterRole, a StorageClass).
+	clusterScoped bool
+	// upgrade: the release exists; ownEarlier: the object's ownership
+	// names a release this BundleDeployment deployed before.
+	upgrade, ownEarlier bool
+}
+
+// adoption decides what a deploy of release target, for BundleDeployment
+// bdName, does with an object that exists, and why it refuses. Helm
+// accepts only an object that already carries target's ownership. Beyond
+// that the agent adopts:
 //   - an object whose ownership names a release that this same
 //     BundleDeployment deployed before (ownEarlier: it changed its
 //     helm.releaseName or namespace; that release is removed once the new
 //     one is deployed, and its uninstall leaves objects that now name
 //     another release);
-//   - at an upgrade, an object that names no release at all, as Rancher
-//     Fleet's upgrade (which always takes ownership) does; a first install
-//     does not, as Helm and Rancher Fleet do not.
+//   - at an upgrade, a namespaced object that names no release at all, as
+//     Rancher Fleet's upgrade (which always takes ownership) does; a first
+//     install does not, as Helm and Rancher Fleet do not.
 //
-// An object another release owns is refused: only helm.takeOwnership
-// takes it (Helm then adopts everything).
-func adoption(labels, annotations map[string]string, target releaseID, upgrade, ownEarlier bool) adoptVerdict {
-	owner := releaseID{namespace: annotations[releaseNSAnnotation], name: annotations[releaseNameAnnotation]}
-	switch {
-	case owner == target && labels[managedByLabel] == "Helm":
-		return ownedAlready
-	case owner == target:
-		return adoptObject
-	case owner == releaseID{}:
-		if upgrade {
-			return adoptObject
-		}
-		return refuseObject
-	case ownEarlier:
-		return adoptObject
+// Uninstalling the release deletes what it adopted, so it never adopts an
+// object someone else keeps: another release's, another
+// BundleDeployment's (a downstreamResources copy, labelled with its name),
+// one a controller owns, nor a cluster-scoped object of no release (a
+// Namespace holds other releases and objects, and goes with them; others
+// serve the whole cluster). Only helm.takeOwnership takes those (Helm then
+// adopts everything). CRDs are applyCRDs' concern, not adoption's.
+func adoption(f adoptFacts, target releaseID, bdName string) (adoptVerdict, string) {
+	owner := releaseID{namespace: f.annotations[releaseNSAnnotation], name: f.annotations[releaseNameAnnotation]}
+	const take = "; set helm.takeOwnership to adopt it"
+	if owner == target && f.labels[managedByLabel] == "Helm" {
+		return ownedAlready, ""
 	}
-	return refuseObject
+	if bd := f.labels[fleet.BundleDeploymentLabel]; bd != "" && bd != bdName && bd != names.Limit(bdName, maxLabelValue) {
+		return refuseObject, fmt.Sprintf("it is labelled %s=%s, a copy made for another BundleDeployment (downstreamResources)%s",
+			fleet.BundleDeploymentLabel, bd, take)
+	}
+	if f.controller != "" {
+		return refuseObject, "it is controlled by " + f.controller + " (a controller ownerReference)" + take
+	}
+	switch {
+	case owner == target:
+		return adoptObject, ""
+	case owner == releaseID{} && !f.upgrade:
+		return refuseObject, "it carries no Helm release ownership, and a first install adopts such an object only with helm.takeOwnership"
+	case owner == releaseID{} && f.clusterScoped:
+		return refuseObject, "it carries no Helm release ownership and is cluster-scoped (uninstalling the release would delete it, and a Namespace everything in it)" + take
+	case owner == releaseID{}, f.ownEarlier:
+		return adoptObject, ""
+	}
+	return refuseObject, "it belongs to Helm release " + owner.String() + take
 }
 
 // isOwnershipConflict reports Helm refusing an install or upgrade because
@@ -102,6 +134,8 @@ type adopter struct {
 	known map[objectKey]bool
 	// earlier remembers which releases ownEarlier looked up.
 	earlier map[releaseID]bool
+	// marked are the objects adopt marked, as they were before.
+	marked []*unstructured.Unstructured
 }
 
 // objectKey is what Helm compares objects of two manifests by.
@@ -118,8 +152,8 @@ func keyOf(o *unstructured.Unstructured) objectKey {
 // release, under the resourceVersion read (an object changed meanwhile
 // fails the deploy, which is retried). When any object is refused nothing
 // is marked and the error names the refused objects. It returns how many
-// objects it marked. Hooks and CRDs are not its concern: Helm does not
-// check hooks, and the agent applies CRDs itself (applyCRDs).
+// objects it marked (a.marked). Hooks and CRDs are not its concern: Helm
+// does not check hooks, and the agent applies CRDs itself (applyCRDs).
 func (a *adopter) adopt(ctx context.Context, rendered []*unstructured.Unstructured) (int, error) {
 	var todo []*unstructured.Unstructured
 	var refused []string
@@ -150,10 +184,11 @@ func (a *adopter) adopt(ctx context.Context, rendered []*unstructured.Unstructur
 	}
 	for _, live := range todo {
 		if err := a.mark(ctx, live); err != nil {
-			return 0, err
+			return len(a.marked), err
 		}
+		a.marked = append(a.marked, live)
 	}
-	return len(todo), nil
+	return len(a.marked), nil
 }
 
 // verdict is adoption for live, with the reason of a refusal.
@@ -167,11 +202,15 @@ func (a *adopter) verdict(ctx context.Context, live *unstructured.Unstructured) 
 			return 0, "", err
 		}
 	}
-	v := adoption(live.GetLabels(), ann, a.target, a.upgrade, ownEarlier)
-	if owner == (releaseID{}) {
-		return v, "it carries no Helm release ownership, and a first install adopts such an object only with helm.takeOwnership", nil
+	facts := adoptFacts{
+		labels: live.GetLabels(), annotations: ann, clusterScoped: !a.namespaced(live),
+		upgrade: a.upgrade, ownEarlier: ownEarlier,
 	}
-	return v, fmt.Sprintf("it belongs to Helm release %s; set helm.takeOwnership to adopt it", owner), nil
+	if c := metav1.GetControllerOf(live); c != nil {
+		facts.controller = c.Kind + " " + c.Name
+	}
+	v, reason := adoption(facts, a.target, a.bdName)
+	return v, reason, nil
 }
 
 // ownEarlier reports whether release r's latest revision the agent wrote
@@ -218,6 +257,14 @@ func (a *adopter) get(ctx context.Context, o *unstructured.Unstructured) (*unstr
 	return live, nil
 }
 
+// namespaced reports whether o's kind is namespaced (its mapping is known:
+// adopt read it).
+func (a *adopter) namespaced(o *unstructured.Unstructured) bool {
+	gvk := o.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace
+}
+
 func (a *adopter) resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, bool) {
 	gvk := o.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -247,6 +294,60 @@ func (a *adopter) mark(ctx context.Context, live *unstructured.Unstructured) err
 	_, err = res.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("adopting %s into release %s: %w", describe(live), a.target, err)
+	}
+	return nil
+}
+
+// unmark gives the objects adopt marked back the ownership metadata they
+// had, each where it still carries the marks: a deploy that stored no
+// revision would otherwise leave them naming a release that does not
+// exist, which nothing uninstalls, and the uninstall of the release they
+// came from (a renamed one) would skip them.
+func (a *adopter) unmark(ctx context.Context) error {
+	var errs []error
+	for _, prev := range a.marked {
+		errs = append(errs, a.unmarkOne(ctx, prev))
+	}
+	return errors.Join(errs...)
+}
+
+func (a *adopter) unmarkOne(ctx context.Context, prev *unstructured.Unstructured) error {
+	res, ok := a.resource(prev)
+	if !ok {
+		return nil
+	}
+	live, err := res.Get(ctx, prev.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s to undo its adoption into release %s: %w", describe(prev), a.target, err)
+	}
+	ann := live.GetAnnotations()
+	if live.GetUID() != prev.GetUID() || ann[releaseNameAnnotation] != a.target.name || ann[releaseNSAnnotation] != a.target.namespace {
+		return nil
+	}
+	// The value prev had, or null to remove the key.
+	was := func(m map[string]string, k string) any {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": live.GetResourceVersion(),
+		"labels":          map[string]any{managedByLabel: was(prev.GetLabels(), managedByLabel)},
+		"annotations": map[string]any{
+			releaseNameAnnotation: was(prev.GetAnnotations(), releaseNameAnnotation),
+			releaseNSAnnotation:   was(prev.GetAnnotations(), releaseNSAnnotation),
+		},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = res.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("undoing the adoption of %s into release %s: %w", describe(prev), a.target, err)
 	}
 	return nil
 }

@@ -16,34 +16,60 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
+	"github.com/fleetgo/fleet/internal/names"
 )
 
 func TestAdoption(t *testing.T) {
 	target := releaseID{namespace: "ns", name: "two"}
+	const bd = "mine"
 	helm := map[string]string{managedByLabel: "Helm"}
 	owned := func(ns, name string) map[string]string {
 		return map[string]string{releaseNSAnnotation: ns, releaseNameAnnotation: name}
 	}
+	copyOf := func(bd string) map[string]string { return map[string]string{fleet.BundleDeploymentLabel: bd} }
+	long := strings.Repeat("b", 80)
 	for _, c := range []struct {
-		name                string
-		labels, ann         map[string]string
-		upgrade, ownEarlier bool
-		want                adoptVerdict
+		name   string
+		f      adoptFacts
+		bdName string
+		want   adoptVerdict
+		reason string
 	}{
-		{name: "this release's", labels: helm, ann: owned("ns", "two"), want: ownedAlready},
-		{name: "this release's without the label", ann: owned("ns", "two"), want: adoptObject},
-		{name: "nobody's at upgrade", upgrade: true, want: adoptObject},
-		{name: "nobody's but labelled at upgrade", labels: helm, upgrade: true, want: adoptObject},
-		{name: "nobody's at install", want: refuseObject},
-		{name: "own earlier release's at install", labels: helm, ann: owned("ns", "one"), ownEarlier: true, want: adoptObject},
-		{name: "own earlier release's at upgrade", labels: helm, ann: owned("old-ns", "two"), upgrade: true, ownEarlier: true, want: adoptObject},
-		{name: "another release's at install", labels: helm, ann: owned("ns", "one"), want: refuseObject},
-		{name: "another release's at upgrade", labels: helm, ann: owned("ns", "one"), upgrade: true, want: refuseObject},
-		{name: "same name in another namespace", labels: helm, ann: owned("other", "two"), upgrade: true, want: refuseObject},
+		{name: "this release's", f: adoptFacts{labels: helm, annotations: owned("ns", "two")}, want: ownedAlready},
+		{name: "this release's without the label", f: adoptFacts{annotations: owned("ns", "two")}, want: adoptObject},
+		{name: "nobody's at upgrade", f: adoptFacts{upgrade: true}, want: adoptObject},
+		{name: "nobody's but labelled at upgrade", f: adoptFacts{labels: helm, upgrade: true}, want: adoptObject},
+		{name: "nobody's at install", f: adoptFacts{}, want: refuseObject, reason: "a first install adopts such an object only with helm.takeOwnership"},
+		{name: "own earlier release's at install", f: adoptFacts{labels: helm, annotations: owned("ns", "one"), ownEarlier: true}, want: adoptObject},
+		{name: "own earlier release's at upgrade", f: adoptFacts{labels: helm, annotations: owned("old-ns", "two"), upgrade: true, ownEarlier: true}, want: adoptObject},
+		{name: "own earlier release's cluster-scoped", f: adoptFacts{labels: helm, annotations: owned("ns", "one"), clusterScoped: true, upgrade: true, ownEarlier: true}, want: adoptObject},
+		{name: "another release's at install", f: adoptFacts{labels: helm, annotations: owned("ns", "one")}, want: refuseObject, reason: "it belongs to Helm release ns/one; set helm.takeOwnership"},
+		{name: "another release's at upgrade", f: adoptFacts{labels: helm, annotations: owned("ns", "one"), upgrade: true}, want: refuseObject, reason: "it belongs to Helm release ns/one"},
+		{name: "same name in another namespace", f: adoptFacts{labels: helm, annotations: owned("other", "two"), upgrade: true}, want: refuseObject, reason: "it belongs to Helm release other/two"},
+		// Uninstalling the release would delete it, and everything in it.
+		{name: "nobody's namespace at upgrade", f: adoptFacts{clusterScoped: true, upgrade: true}, want: refuseObject, reason: "is cluster-scoped"},
+		{name: "nobody's cluster-scoped, labelled, at upgrade", f: adoptFacts{labels: helm, clusterScoped: true, upgrade: true}, want: refuseObject, reason: "set helm.takeOwnership to adopt it"},
+		{name: "this release's cluster-scoped without the label", f: adoptFacts{annotations: owned("ns", "two"), clusterScoped: true, upgrade: true}, want: adoptObject},
+		// Another BundleDeployment's downstreamResources copy.
+		{name: "another deployment's copy at upgrade", f: adoptFacts{labels: copyOf("theirs"), upgrade: true}, want: refuseObject,
+			reason: "it is labelled fleet.cattle.io/bundledeployment=theirs, a copy made for another BundleDeployment (downstreamResources); set helm.takeOwnership"},
+		{name: "another deployment's copy of an earlier release", f: adoptFacts{labels: copyOf("theirs"), annotations: owned("ns", "one"), upgrade: true, ownEarlier: true}, want: refuseObject, reason: "theirs"},
+		{name: "own copy at upgrade", f: adoptFacts{labels: copyOf(bd), upgrade: true}, want: adoptObject},
+		{name: "own copy, long name cut in the label", bdName: long, f: adoptFacts{labels: copyOf(names.Limit(long, maxLabelValue)), upgrade: true}, want: adoptObject},
+		{name: "this release's copy of another deployment", f: adoptFacts{labels: map[string]string{managedByLabel: "Helm", fleet.BundleDeploymentLabel: "theirs"}, annotations: owned("ns", "two")}, want: ownedAlready},
+		// Owned by a controller.
+		{name: "controlled at upgrade", f: adoptFacts{controller: "Certificate web", upgrade: true}, want: refuseObject,
+			reason: "it is controlled by Certificate web (a controller ownerReference); set helm.takeOwnership"},
+		{name: "controlled, of an earlier release", f: adoptFacts{controller: "Certificate web", labels: helm, annotations: owned("ns", "one"), ownEarlier: true}, want: refuseObject, reason: "Certificate web"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := adoption(c.labels, c.ann, target, c.upgrade, c.ownEarlier); got != c.want {
-				t.Fatalf("adoption = %v, want %v", got, c.want)
+			bdName := c.bdName
+			if bdName == "" {
+				bdName = bd
+			}
+			got, reason := adoption(c.f, target, bdName)
+			if got != c.want || !strings.Contains(reason, c.reason) || (got == refuseObject) != (reason != "") {
+				t.Fatalf("adoption = %v %q, want %v with a reason containing %q", got, reason, c.want, c.reason)
 			}
 		})
 	}
@@ -53,11 +79,11 @@ func cmYAML(name, v string) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  x: \"" + v + "\"\n"
 }
 
-// An upgrade adopts objects that carry no Helm ownership at all — the
-// release namespace the agent created, a ConfigMap made by hand — keeping
-// them (same UID) and marking them the release's; an object another
-// release owns is still refused, left as it was, with nothing adopted in
-// that attempt.
+// An upgrade adopts namespaced objects that carry no Helm ownership at
+// all — a ConfigMap made by hand — keeping them (same UID) and marking
+// them the release's; an object another release owns is still refused,
+// left as it was, with nothing adopted in that attempt. (A Namespace:
+// TestUpgradeRefusesObjectsOthersKeep.)
 func TestUpgradeAdoptsUnownedObjects(t *testing.T) {
 	ctx := context.Background()
 	down := downstream(t)
@@ -68,10 +94,6 @@ func TestUpgradeAdoptsUnownedObjects(t *testing.T) {
 	files := map[string]string{"a.yaml": cmYAML("a", "1")}
 	if _, err := deployFiles(t, d, "adopter", files, opts); err != nil {
 		t.Fatalf("install: %v", err)
-	}
-	nsBefore, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
 	}
 	byHand, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}, Data: map[string]string{"x": "hand"},
@@ -91,7 +113,6 @@ func TestUpgradeAdoptsUnownedObjects(t *testing.T) {
 	// Objects of no release: adopted.
 	adopted := map[string]string{
 		"a.yaml": cmYAML("a", "1"), "hand.yaml": cmYAML("by-hand", "bundle"),
-		"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n  labels:\n    team: blue\n",
 	}
 	if _, err := deployFiles(t, d, "adopter", adopted, opts); err != nil {
 		t.Fatalf("upgrade adding objects of no release: %v", err)
@@ -102,13 +123,6 @@ func TestUpgradeAdoptsUnownedObjects(t *testing.T) {
 		t.Fatalf("by-hand: uid %s data %v labels %v annotations %v (err %v); want uid %s, x=bundle, owned by adopter",
 			hand.UID, hand.Data, hand.Labels, hand.Annotations, err, byHand.UID)
 	}
-	nsAfter, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil || nsAfter.UID != nsBefore.UID || nsAfter.Labels["team"] != "blue" ||
-		nsAfter.Annotations[releaseNameAnnotation] != "adopter" || nsAfter.Annotations[releaseNSAnnotation] != ns {
-		t.Fatalf("namespace: uid %s labels %v annotations %v (err %v); want uid %s, team=blue, owned by adopter",
-			nsAfter.UID, nsAfter.Labels, nsAfter.Annotations, err, nsBefore.UID)
-	}
-
 	// Another release's object in the upgrade: refused, and the unowned
 	// one beside it is not adopted either.
 	refused := map[string]string{

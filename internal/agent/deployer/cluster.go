@@ -494,22 +494,26 @@ func (d *Deployer) Uninstall(ctx context.Context, in UninstallInput) error {
 // the identity that deployed the release and just removed it (the agent's
 // own only when that is how the release deployed), so that a bundle whose
 // serviceAccount may not delete namespaces cannot have the agent delete one
-// for it. A refusal is reported, the namespace kept: the release is gone
-// by then, so the retry it causes finds nothing to remove and stops.
+// for it (Rancher deletes it as the agent). A refusal or failure is
+// returned and recorded as a Warning Event on the kept namespace (see
+// warnNamespaceKept): the release is gone by then, so the retry it causes
+// finds nothing to remove and stops.
 func (d *Deployer) deleteNamespace(ctx context.Context, in UninstallInput, sa string) error {
 	core, err := d.coreAs(sa)
 	if err != nil {
 		return err
 	}
 	err = core.Namespaces().Delete(ctx, in.Namespace, metav1.DeleteOptions{})
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	if err == nil || apierrors.IsNotFound(err) {
 		return nil
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("release %s/%s uninstalled, namespace %s kept: deleteNamespace is forbidden for %s: %w",
-			in.Namespace, in.ReleaseName, in.Namespace, d.identity(sa), err)
 	}
-	return fmt.Errorf("deleting namespace %s as %s: %w", in.Namespace, d.identity(sa), err)
+	why := fmt.Sprintf("deleting namespace %s failed for %s", in.Namespace, d.identity(sa))
+	if apierrors.IsForbidden(err) {
+		why = fmt.Sprintf("deleteNamespace is forbidden for %s", d.identity(sa))
+	}
+	d.warnNamespaceKept(ctx, in.Namespace, fmt.Sprintf("release %s uninstalled, namespace kept: %s", in.ReleaseName, why))
+	return fmt.Errorf("release %s/%s uninstalled, namespace %s kept: %s: %w",
+		in.Namespace, in.ReleaseName, in.Namespace, why, err)
 }
 
 // deleteErrors is Helm's client, keeping the errors of its deletes.

@@ -504,16 +504,24 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (_ *Release, err error)
 		ch: ch, values: values, postRender: postRender, labels: labels, wait: wait, timeout: timeout,
 	}
 	rel, kc, err := run.once()
+	var adopted *adopter
 	if isOwnershipConflict(err) && !helm.TakeOwnership {
 		// Helm refused before writing anything: adopt what the agent
 		// may (adoption), then run the action again.
-		if n, aerr := d.adoptObjects(ctx, getter, mapper, in.Name, run, pr.rendered); aerr != nil {
+		var aerr error
+		if adopted, aerr = d.adoptObjects(ctx, getter, mapper, in.Name, run, pr.rendered); aerr != nil {
 			err = aerr
-		} else if n > 0 {
+		} else if len(adopted.marked) > 0 {
 			rel, kc, err = run.once()
 		}
 	}
-	return d.recorded(store, kc, key, rel, err)
+	out, err := d.recorded(store, kc, key, rel, err)
+	if err != nil {
+		if uerr := d.unadoptUnrecorded(ctx, run, adopted); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
+	return out, err
 }
 
 // chartOf returns the chart to install and the post-renderer Helm must run

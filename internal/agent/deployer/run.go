@@ -90,8 +90,9 @@ func (r *deployRun) upgrade() *action.Upgrade {
 	u.Namespace = r.ns
 	// An object new to the release that exists without this release's
 	// ownership is adopted by Helm only with helm.takeOwnership; the
-	// agent adopts, beyond that, objects of no release and those of this
-	// BundleDeployment's earlier release (adoption), never another's.
+	// agent adopts, beyond that, namespaced objects of no release and
+	// those of this BundleDeployment's earlier release (adoption), never
+	// what someone else keeps.
 	// Objects the agent itself applied for this release (CRDs created
 	// first, an upgrade interrupted before it was recorded) already carry
 	// its ownership metadata, which Helm accepts.
@@ -113,15 +114,16 @@ func (r *deployRun) upgrade() *action.Upgrade {
 
 // adoptObjects adopts, as the deploying identity (g), the objects of
 // rendered that Helm refused to take into run's release and the agent may
-// adopt (adoption); it returns how many it adopted.
-func (d *Deployer) adoptObjects(ctx context.Context, g *restGetter, mapper meta.RESTMapper, bdName string, run *deployRun, rendered []*unstructured.Unstructured) (int, error) {
+// adopt (adoption); the adopter returned holds those it marked, also when
+// it fails partway.
+func (d *Deployer) adoptObjects(ctx context.Context, g *restGetter, mapper meta.RESTMapper, bdName string, run *deployRun, rendered []*unstructured.Unstructured) (*adopter, error) {
 	cfg, err := g.ToRESTConfig()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	a := &adopter{
 		d: d, dyn: dyn, mapper: mapper, bdName: bdName,
@@ -129,11 +131,37 @@ func (d *Deployer) adoptObjects(ctx context.Context, g *restGetter, mapper meta.
 	}
 	if run.last != nil {
 		if a.known, err = knownObjects(run.last.Manifest); err != nil {
-			return 0, fmt.Errorf("reading the objects of release %s: %w", a.target, err)
+			return nil, fmt.Errorf("reading the objects of release %s: %w", a.target, err)
 		}
 	}
-	return a.adopt(ctx, rendered)
+	_, err = a.adopt(ctx, rendered)
+	return a, err
 }
+
+// unadoptUnrecorded undoes the marks of a (see adopter.unmark) when the
+// failed deploy of run stored no new revision of its release: Helm failed
+// before recording it (storage refused, an object that appeared meanwhile),
+// so no release lists the objects under the name they were given. A
+// revision stored, even failed, lists them and is uninstalled with them.
+func (d *Deployer) unadoptUnrecorded(ctx context.Context, run *deployRun, a *adopter) error {
+	if a == nil || len(a.marked) == 0 {
+		return nil
+	}
+	// The deploy may have failed because ctx ended: undo all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmarkTimeout)
+	defer cancel()
+	last, err := d.lastRelease(run.ac, run.name)
+	if err != nil {
+		return fmt.Errorf("reading release %s/%s to undo the adoption of %d objects: %w", run.ns, run.name, len(a.marked), err)
+	}
+	if last != nil && (run.last == nil || last.Version > run.last.Version) {
+		return nil
+	}
+	return a.unmark(ctx)
+}
+
+// unmarkTimeout bounds undoing an adoption after a failed deploy.
+const unmarkTimeout = 30 * time.Second
 
 // recorded finishes a deploy: it writes what store still holds, remembers
 // the objects kc applied, and returns the release.

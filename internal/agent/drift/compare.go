@@ -37,18 +37,17 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 		return false, "", err
 	}
 	d = desiredFields(d)
+	// The desired side is first put in the form the API server stores, as
+	// the live side is: a pointer or operation naming /data/k must find a
+	// Secret's stringData key there on both sides, or it applies to one
+	// side only and the object stays Modified (a correctDrift loop).
+	normalizeDesired(desired.GroupVersionKind(), d)
 	for _, p := range pointerPaths(desired, patches) {
 		removePointer(d, p)
 		removePointer(l, p)
 	}
 	d = applyOperations(d, desired, patches)
 	l = applyOperations(l, desired, patches)
-	if normalizeDesired(desired.GroupVersionKind(), d) {
-		// stringData keys are now in data, where a pointer may name them.
-		for _, p := range ignoredPaths(desired, patches) {
-			removePointer(d, p)
-		}
-	}
 	dropServerOmitted(desired, d, l)
 	if subset(d, l, nil) {
 		return false, "", nil
@@ -102,23 +101,6 @@ func desiredFields(d map[string]any) map[string]any {
 		d["metadata"] = keep
 	}
 	return d
-}
-
-// ignoredPaths are the paths comparePatches remove from both sides (see
-// pointerPaths and applyOperations).
-func ignoredPaths(obj *unstructured.Unstructured, patches []fleet.ComparePatch) []string {
-	out := pointerPaths(obj, patches)
-	for _, p := range patches {
-		if !matches(obj, p) {
-			continue
-		}
-		for _, op := range p.Operations {
-			if removes(op) {
-				out = append(out, op.Path)
-			}
-		}
-	}
-	return out
 }
 
 // pointerPaths are the JSON pointers removed from both sides before any

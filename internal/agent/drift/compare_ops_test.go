@@ -9,7 +9,9 @@ import (
 // Every JSON patch operation of a matching comparePatches entry is applied
 // to both sides before they are compared, as in Rancher Fleet; an
 // operation that fails on one side is skipped there (a failing test also
-// skips the rest of its entry) and never hides real drift elsewhere.
+// skips the rest of its entry) and never hides real drift elsewhere. The
+// desired side is normalized first, so an operation on a Secret's /data/k
+// also finds a key the chart sets in stringData.
 func TestDiffComparePatchOperations(t *testing.T) {
 	scaled := replace(liveDeploy, "replicas: 2\n  progress", "replicas: 5\n  progress")
 	scaledRed := replace(scaled, "  labels: {app: x}\n  annotations", "  labels: {app: x, team: red}\n  annotations")
@@ -20,6 +22,12 @@ func TestDiffComparePatchOperations(t *testing.T) {
 		return []fleet.ComparePatch{{Kind: kind, Name: "app", Operations: o}}
 	}
 	replicas0 := fleet.Operation{Op: "replace", Path: "/spec/replicas", Value: "0"}
+	// A chart's Secret in stringData against the data the API server
+	// stored; the user changed k downstream.
+	const secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: app}\n"
+	secretDesired := secret + "stringData: {k: chart-value, other: same}\n"
+	secretLive := secret + "data: {k: dXNlci12YWx1ZQ==, other: c2FtZQ==}\n"
+	dataK := func(op string) fleet.Operation { return fleet.Operation{Op: op, Path: "/data/k", Value: "eA=="} }
 	tests := []struct {
 		name     string
 		desired  string
@@ -49,6 +57,17 @@ func TestDiffComparePatchOperations(t *testing.T) {
 			patches: ops("Deployment", fleet.Operation{Op: "move", Path: "/spec/x"}, fleet.Operation{Op: "copy", Path: "/spec/y"}), modified: true},
 		{name: "whole-document operations do not break the comparison", desired: desiredDeploy, live: scaled,
 			patches: ops("Deployment", fleet.Operation{Op: "add", Path: ""}, fleet.Operation{Op: "replace", Path: ""}, fleet.Operation{Op: "bogus", Path: "/a"}), modified: true},
+		{name: "secret stringData: edited key is drift", desired: secretDesired, live: secretLive, modified: true},
+		{name: "secret stringData: replace of a data key applies to both sides", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", dataK("replace"))},
+		{name: "secret stringData: add of a data key applies to both sides", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", dataK("add"))},
+		{name: "secret stringData: test of a data key holds on both sides", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", fleet.Operation{Op: "test", Path: "/data/other", Value: "c2FtZQ=="}, dataK("replace"))},
+		{name: "secret stringData: remove of a data key", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", dataK("remove"))},
+		{name: "secret stringData: replace of another key leaves the drift", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", fleet.Operation{Op: "replace", Path: "/data/other", Value: "eA=="}), modified: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
