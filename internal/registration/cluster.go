@@ -84,12 +84,18 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	old := cluster.DeepCopy()
 	ns := names.ClusterNamespace(cluster.Namespace, cluster.Name)
-	var res ctrl.Result
+	var (
+		res ctrl.Result
+		// rewritten is a status.namespace found that is not ns.
+		rewritten string
+	)
 	err = r.ensureNamespace(ctx, cluster, ns)
 	var conflict *namespaceConflict
 	switch {
 	case err == nil:
-		r.noteNamespaceRewrite(ctx, cluster, ns)
+		if got := cluster.Status.Namespace; got != "" && got != ns {
+			rewritten = got
+		}
 		cluster.Status.Namespace = ns
 		setCond(&cluster.Status.Conditions, fleet.ConditionProcessed, metav1.ConditionTrue, "NamespaceCreated", "", cluster.Generation)
 		if cluster.Spec.KubeConfigSecret != "" {
@@ -115,6 +121,8 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
+	// Only once the value is back: a conflict retried would say it twice.
+	r.noteNamespaceRestored(ctx, cluster, rewritten, ns)
 	return res, err
 }
 
@@ -137,14 +145,14 @@ var statusNamespaceChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEven
 // patch the status) and the manager set back.
 const ReasonNamespaceRestored = "NamespaceRestored"
 
-// noteNamespaceRewrite logs and records an Event when cluster's
-// status.namespace is set and is not ns, the one the manager gives it.
-func (r *ClusterReconciler) noteNamespaceRewrite(ctx context.Context, cluster *fleet.Cluster, ns string) {
-	got := cluster.Status.Namespace
-	if got == "" || got == ns {
+// noteNamespaceRestored logs and records an Event once the manager has set
+// cluster's status.namespace back to ns from got (written by someone
+// else); nothing when got is empty.
+func (r *ClusterReconciler) noteNamespaceRestored(ctx context.Context, cluster *fleet.Cluster, got, ns string) {
+	if got == "" {
 		return
 	}
-	ctrl.LoggerFrom(ctx).Info("restoring the cluster namespace rewritten in its status", "namespace", ns, "found", got)
+	ctrl.LoggerFrom(ctx).Info("restored the cluster namespace rewritten in its status", "namespace", ns, "found", got)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, ReasonNamespaceRestored, "RestoreNamespace",
 			"status.namespace was %.80q, not the cluster's namespace %s (written by something other than the manager, such as the agent's credential); set back", got, ns)

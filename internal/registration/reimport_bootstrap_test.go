@@ -3,6 +3,7 @@ package registration_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,77 @@ func TestReimportBootstrapForgotten(t *testing.T) {
 		t.Errorf("the agent was installed again without a reason: agentDeployedGeneration %v, agentConfigHash %q (was %q)",
 			c.Status.AgentDeployedGeneration, c.Status.AgentConfigHash, hash)
 	}
+}
+
+// TestReimportNewAPIServerMovesAgent: an imported cluster's agent has
+// registered and stored its credential for the manager's URL. The user
+// then gives the manager another address (apiServerURL in the kubeconfig
+// Secret; here another name of the same API server, so that the agent can
+// register there); the manager installs the agent again with a bootstrap
+// Secret for it. The agent, started again, registers with that bootstrap
+// Secret instead of deleting it unused: its stored credential points at
+// the new URL, the bootstrap Secret is gone, and it checks in. Otherwise
+// it would stay on the old address, with nothing to fall back on once
+// that goes away.
+func TestReimportNewAPIServerMovesAgent(t *testing.T) {
+	ctx := context.Background()
+	d := down[0]
+	const agentNS, secretName = "agent-reimport-moved", "reimport-moved-kubeconfig"
+	createKubeconfigSecret(t, d, workspace, secretName)
+	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "reimport-moved", Namespace: workspace},
+		Spec: fleet.ClusterSpec{KubeConfigSecret: secretName, AgentNamespace: agentNS}}
+	if err := up.Client.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	waitImported(t, cluster)
+	stop := startAgent(t, d, agentNS)
+	waitRegistered(t, cluster.Spec.ClientID, workspace)
+	if cfg, _ := agentConfig(t, d, agentNS); cfg.Host != up.Config.Host {
+		t.Fatalf("credential stored for %s, want %s", cfg.Host, up.Config.Host)
+	}
+	stop()
+
+	newURL := strings.Replace(up.Config.Host, "127.0.0.1", "localhost", 1)
+	if newURL == up.Config.Host {
+		t.Fatalf("API server URL %s has no 127.0.0.1 to rename", up.Config.Host)
+	}
+	s := &corev1.Secret{}
+	if err := up.Client.Get(ctx, client.ObjectKey{Namespace: workspace, Name: secretName}, s); err != nil {
+		t.Fatal(err)
+	}
+	base := s.DeepCopy()
+	s.Data["apiServerURL"], s.Data["apiServerCA"] = []byte(newURL), up.Config.CAData
+	if err := up.Client.Patch(ctx, s, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent installed again for the new URL", func() error {
+		b := &corev1.Secret{}
+		if err := d.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.BootstrapSecretName}, b); err != nil {
+			return err
+		}
+		if got := string(b.Data["apiServerURL"]); got != newURL {
+			return fmt.Errorf("bootstrap apiServerURL %q, want %q", got, newURL)
+		}
+		return nil
+	})
+
+	restarted := metav1.Now()
+	startAgent(t, d, agentNS)
+	eventually(t, "the restarted agent registered for the new URL", func() error {
+		if cfg, _ := agentConfig(t, d, agentNS); cfg.Host != newURL {
+			return fmt.Errorf("credential stored for %s, want %s", cfg.Host, newURL)
+		}
+		err := d.Client.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: register.BootstrapSecretName}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s still there: %v", register.BootstrapSecretName, err)
+		}
+		c := &fleet.Cluster{}
+		if err := up.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		if c.Status.Agent.LastSeen.Before(&restarted) {
+			return fmt.Errorf("lastSeen %v, before the restart at %v", c.Status.Agent.LastSeen, restarted)
+		}
+		return nil
+	})
 }

@@ -52,8 +52,11 @@ func TestComputeTrustsOnlyTheClusterNamespace(t *testing.T) {
 			switch {
 			case !tc.wantErr && ta.Err != nil:
 				t.Errorf("cluster a: unexpected error %v", ta.Err)
-			case tc.wantErr && (ta.Err == nil || !strings.Contains(ta.Err.Error(), "is not the cluster's namespace "+own("a"))):
+			case tc.wantErr && (ta.Err == nil || !strings.Contains(ta.Err.Error(), "status.namespace is not the cluster's namespace "+own("a"))):
 				t.Errorf("cluster a: error %v, want one naming its namespace %s", ta.Err, own("a"))
+			case tc.wantErr && strings.Contains(ta.Err.Error(), tc.written):
+				// The Bundle's readers see it: the agent's value stays out.
+				t.Errorf("cluster a: error %q repeats the value the agent wrote", ta.Err)
 			}
 			if a.Status.Namespace != tc.written {
 				t.Errorf("the input cluster was modified: status.namespace %q", a.Status.Namespace)

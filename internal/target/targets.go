@@ -155,7 +155,8 @@ func Compute(in Input) ([]*Target, error) {
 // cluster's namespace, or any namespace at all. The target carries the
 // right namespace and an error: nothing is written for the cluster, its
 // BundleDeployment there (if any) is kept as it is, and the bundle shows
-// why, until the manager has set the field back.
+// why, until the manager has set the field back. The message leaves out
+// the value found: the agent wrote it, and the Bundle's readers are others.
 func wrongNamespace(ci ClusterInfo) *Target {
 	c := ci.Cluster
 	want := names.ClusterNamespace(c.Namespace, c.Name)
@@ -165,7 +166,7 @@ func wrongNamespace(ci ClusterInfo) *Target {
 	fixed := c.DeepCopy()
 	fixed.Status.Namespace = want
 	return &Target{Cluster: fixed, Info: ci,
-		Err: fmt.Errorf("status.namespace %.80q is not the cluster's namespace %s; nothing is deployed until the manager restores it", c.Status.Namespace, want)}
+		Err: fmt.Errorf("status.namespace is not the cluster's namespace %s; nothing is deployed until the manager restores it", want)}
 }
 
 // selection is Fleet's deploy decision and customization choice for one

@@ -156,9 +156,12 @@ func decodeConfig(cm *corev1.ConfigMap) (AgentConfig, error) {
 	return cfg, nil
 }
 
-// Get returns the cluster's credential: the stored one when the manager
-// accepts it, else a new one from the bootstrap Secret. Either way the
-// bootstrap Secret is then deleted. It does one attempt; the caller retries with backoff.
+// Get returns the cluster's credential. A stored one the manager accepts
+// is used, unless the bootstrap Secret next to it names another manager
+// endpoint or workspace (see useStored); one it refuses, or cannot be
+// reached with while a bootstrap Secret exists, is replaced by a new one
+// from the bootstrap Secret, which is then deleted. It does one attempt;
+// the caller retries with backoff.
 func Get(ctx context.Context, opts Options) (*Credential, error) {
 	opts.defaults()
 	l := log.FromContext(ctx)
@@ -167,31 +170,42 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 		l.Info("ignoring stored credential", "reason", err.Error())
 	}
 	if stored != nil {
-		err := Check(ctx, stored)
-		if err == nil {
-			forgetBootstrap(ctx, opts)
-			return stored, nil
+		if cred, done, err := useStored(ctx, opts, stored); done {
+			return cred, err
 		}
-		if !errors.Is(err, ErrRefused) {
-			return nil, fmt.Errorf("checking stored credential: %w", err)
-		}
-		l.Info("stored credential refused by the manager; looking for a new bootstrap secret")
 	}
-	secret := &corev1.Secret{}
-	if err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: BootstrapSecretName}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, ErrNoBootstrap
-		}
+	secret, b, err := readBootstrap(ctx, opts)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	b, err := ParseBootstrap(secret.Data)
-	if err != nil {
-		return nil, err
+	case secret == nil:
+		return nil, ErrNoBootstrap
 	}
 	cfg, err := LoadConfig(ctx, opts.Downstream, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
+	return registerWith(ctx, opts, secret, b, cfg)
+}
+
+// readBootstrap reads and parses Secret fleet-agent-bootstrap; all nil
+// when there is none.
+func readBootstrap(ctx context.Context, opts Options) (*corev1.Secret, *Bootstrap, error) {
+	secret := &corev1.Secret{}
+	if err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: BootstrapSecretName}, secret); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	b, err := ParseBootstrap(secret.Data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return secret, b, nil
+}
+
+// registerWith registers with bootstrap b (read from secret), stores the
+// new credential in place of any other and deletes secret.
+func registerWith(ctx context.Context, opts Options, secret *corev1.Secret, b *Bootstrap, cfg AgentConfig) (*Credential, error) {
+	l := log.FromContext(ctx)
 	cred, err := Register(ctx, opts, b, cfg)
 	if err != nil {
 		return nil, err
@@ -204,38 +218,19 @@ func Get(ctx context.Context, opts Options) (*Credential, error) {
 	if err := cred.ReleaseHandover(ctx); err != nil {
 		l.Info("could not delete the registration secret; the manager will", "error", err.Error())
 	}
-	// Forget the registration token: only the cluster's own credential stays.
-	if err := opts.Downstream.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
+	// Forget the registration token: only the cluster's own credential
+	// stays. A bootstrap Secret changed since it was read is left for
+	// the next start to look at.
+	err = opts.Downstream.Delete(ctx, secret, client.Preconditions{UID: &secret.UID, ResourceVersion: &secret.ResourceVersion})
+	switch {
+	case apierrors.IsConflict(err):
+		l.Info("the bootstrap secret changed while registering; leaving it for the next start", "secret", BootstrapSecretName)
+	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("deleting %s: %w", BootstrapSecretName, err)
 	}
-	l.Info("registered", "cluster", cred.ClusterName, "workspace", cred.ClusterNamespace, "clusterNamespace", cred.DeploymentNamespace)
+	l.Info("registered", "cluster", cred.ClusterName, "workspace", cred.ClusterNamespace, "clusterNamespace", cred.DeploymentNamespace,
+		"apiServerURL", cred.Host)
 	return cred, nil
-}
-
-// forgetBootstrap deletes Secret fleet-agent-bootstrap found next to a
-// stored credential the manager accepts: the registration token in it is
-// not needed and must not stay readable in the cluster. It is there again
-// after a re-import or a `helm upgrade` of the fleet-agent chart, or still
-// there after a failed delete at the end of the registration. The UID
-// precondition spares a Secret written after it was read. A failure is
-// only logged: the agent works with its credential, and its next start
-// tries again.
-func forgetBootstrap(ctx context.Context, opts Options) {
-	l := log.FromContext(ctx)
-	s := &corev1.Secret{}
-	err := opts.Downstream.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: BootstrapSecretName}, s)
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err == nil {
-		err = opts.Downstream.Delete(ctx, s, client.Preconditions{UID: &s.UID})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		l.Info("could not delete the bootstrap secret the stored credential makes unnecessary; retrying on the next start",
-			"secret", BootstrapSecretName, "error", err.Error())
-		return
-	}
-	l.Info("deleted the bootstrap secret: the stored credential is accepted", "secret", BootstrapSecretName)
 }
 
 func loadStored(ctx context.Context, opts Options) (*Credential, error) {
@@ -247,12 +242,16 @@ func loadStored(ctx context.Context, opts Options) (*Credential, error) {
 }
 
 // Check lists (at most one) BundleDeployment in the cluster namespace with
-// the credential; 401/403 is ErrRefused.
+// the credential; 401/403 is ErrRefused. It gives up after requestTimeout:
+// an address that no longer answers at all (a load balancer removed with
+// the old manager) must not hold the agent's start forever.
 func Check(ctx context.Context, cred *Credential) error {
 	c, err := upstreamClient(cred.RESTConfig())
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	err = c.List(ctx, &fleet.BundleDeploymentList{}, client.InNamespace(cred.DeploymentNamespace), client.Limit(1))
 	return classify(err)
 }
