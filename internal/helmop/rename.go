@@ -82,24 +82,34 @@ func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, 
 	return waiting, nil
 }
 
+// deployment is what handedOver needs of one BundleDeployment: the
+// cluster it was written for ("<namespace>/<name>", from the Bundle
+// controller's labels; empty when they are missing) and its state. The
+// state is summary.DeploymentState's, with the Offline mark: the Bundle
+// status counts the deployment of an offline cluster Offline, and counting
+// it ErrApplied here would let an unlisted failed target pass unseen.
+type deployment struct {
+	Cluster string
+	State   fleet.BundleState
+}
+
 // deployments maps each cluster namespace holding a BundleDeployment of b
-// to the cluster it was written for ("<namespace>/<name>", from the
-// Bundle controller's labels; empty when they are missing).
-func (r *Reconciler) deployments(ctx context.Context, b *fleet.Bundle) (map[string]string, error) {
+// to that deployment.
+func (r *Reconciler) deployments(ctx context.Context, b *fleet.Bundle) (map[string]deployment, error) {
 	var list fleet.BundleDeploymentList
 	if err := r.Client.List(ctx, &list, client.MatchingLabels{
 		fleet.BundleLabel: b.Name, fleet.BundleNamespaceLabel: b.Namespace,
 	}); err != nil {
 		return nil, fmt.Errorf("listing the deployments of bundle %s: %w", b.Name, err)
 	}
-	out := make(map[string]string, len(list.Items))
+	out := make(map[string]deployment, len(list.Items))
 	for i := range list.Items {
-		l := list.Items[i].Labels
-		key := ""
-		if l[fleet.ClusterNamespaceLabel] != "" && l[fleet.ClusterLabel] != "" {
-			key = l[fleet.ClusterNamespaceLabel] + "/" + l[fleet.ClusterLabel]
+		bd := &list.Items[i]
+		d := deployment{State: summary.DeploymentState(bd)}
+		if l := bd.Labels; l[fleet.ClusterNamespaceLabel] != "" && l[fleet.ClusterLabel] != "" {
+			d.Cluster = l[fleet.ClusterNamespaceLabel] + "/" + l[fleet.ClusterLabel]
 		}
-		out[list.Items[i].Namespace] = key
+		out[bd.Namespace] = d
 	}
 	return out, nil
 }
@@ -115,7 +125,7 @@ func (r *Reconciler) deployments(ctx context.Context, b *fleet.Bundle) (map[stri
 // tampered status.namespace) gets no BundleDeployment either, but it is a
 // cluster cur wants: deleting the old Bundle would uninstall the release
 // there, so it stays until the error is fixed.
-func handedOver(old, curDeps map[string]string, cur *fleet.Bundle) (bool, string) {
+func handedOver(old, curDeps map[string]deployment, cur *fleet.Bundle) (bool, string) {
 	var missing []string
 	for ns := range old {
 		if _, ok := curDeps[ns]; !ok {
@@ -134,11 +144,11 @@ func handedOver(old, curDeps map[string]string, cur *fleet.Bundle) (bool, string
 	case st.NewlyCreated >= st.MaxNew:
 		return false, fmt.Sprintf("bundle %s has deployments left to create", cur.Name)
 	}
-	failed, complete := targetErrors(st.Summary)
+	failed, complete := targetErrors(st.Summary, curDeps)
 	slices.Sort(missing)
 	for _, ns := range missing {
 		for key, msg := range failed {
-			if (key != "" && key == old[ns]) || clusterNamespaceOf(key) == ns {
+			if (key != "" && key == old[ns].Cluster) || clusterNamespaceOf(key) == ns {
 				return false, fmt.Sprintf("bundle %s has a target error for cluster %s: %s", cur.Name, key, msg)
 			}
 		}
@@ -149,20 +159,44 @@ func handedOver(old, curDeps map[string]string, cur *fleet.Bundle) (bool, string
 	return true, ""
 }
 
-// targetErrors are the clusters ("<namespace>/<name>") the Bundle status
-// lists in error, with their messages. A failed target is counted and
-// listed so (state ErrApplied, the error as message) after the
-// deployments, up to summary.MaxNonReadyResources entries; complete is
-// false when the count says some are not listed, so any cluster may be
-// one of them.
-func targetErrors(s fleet.BundleSummary) (map[string]string, bool) {
+// targetErrors are the clusters ("<namespace>/<name>") without a
+// deployment in curDeps that the Bundle status lists in error, with their
+// messages: only there can a target have failed. A failed target is
+// counted and listed so (state ErrApplied, the error as message) after the
+// deployments, up to summary.MaxNonReadyResources entries, while the count
+// also holds the deployments in ErrApplied, which a rename makes of every
+// new one (the agent refuses the release while the old deployment lives).
+// complete is false when the count, less the deployments now in
+// ErrApplied, says some failed targets are not listed, so any cluster
+// without a deployment may be one of them.
+func targetErrors(s fleet.BundleSummary, curDeps map[string]deployment) (map[string]string, bool) {
 	out := map[string]string{}
 	for _, r := range s.NonReadyResources {
-		if r.State == fleet.ErrApplied {
+		if r.State == fleet.ErrApplied && !deployedIn(curDeps, r.Name) {
 			out[r.Name] = r.Message
 		}
 	}
-	return out, len(out) >= s.ErrApplied
+	deployErrs := 0
+	for _, d := range curDeps {
+		if d.State == fleet.ErrApplied {
+			deployErrs++
+		}
+	}
+	return out, len(out) >= s.ErrApplied-deployErrs
+}
+
+// deployedIn reports whether deps has a deployment for the cluster key
+// ("<namespace>/<name>"), by its labels or its namespace.
+func deployedIn(deps map[string]deployment, key string) bool {
+	if _, ok := deps[clusterNamespaceOf(key)]; ok {
+		return true
+	}
+	for _, d := range deps {
+		if d.Cluster != "" && d.Cluster == key {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterNamespaceOf is the namespace of the BundleDeployments of the

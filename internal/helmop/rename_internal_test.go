@@ -1,6 +1,7 @@
 package helmop
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/summary"
 )
 
 // TestHandedOver: a Bundle of a HelmOp under an older name may go only
@@ -20,12 +22,30 @@ import (
 func TestHandedOver(t *testing.T) {
 	const ws = "fleet-default"
 	ns := func(cluster string) string { return names.ClusterNamespace(ws, cluster) }
-	// deps maps the clusters' namespaces to the clusters, as the
-	// Bundle controller's labels name them.
-	deps := func(clusters ...string) map[string]string {
-		m := map[string]string{}
+	// deps maps the clusters' namespaces to their deployments, the
+	// clusters named as the Bundle controller's labels name them.
+	deps := func(clusters ...string) map[string]deployment {
+		m := map[string]deployment{}
 		for _, c := range clusters {
-			m[ns(c)] = ws + "/" + c
+			m[ns(c)] = deployment{Cluster: ws + "/" + c, State: fleet.Ready}
+		}
+		return m
+	}
+	// clusters are c1 … cn.
+	clusters := func(n int) []string {
+		var out []string
+		for i := 1; i <= n; i++ {
+			out = append(out, fmt.Sprintf("c%d", i))
+		}
+		return out
+	}
+	// refused are deployments of the clusters the agent refuses to move
+	// the release to while the old deployment lives (ErrApplied).
+	refused := func(clusters ...string) map[string]deployment {
+		m := deps(clusters...)
+		for k, d := range m {
+			d.State = fleet.ErrApplied
+			m[k] = d
 		}
 		return m
 	}
@@ -51,13 +71,23 @@ func TestHandedOver(t *testing.T) {
 		}
 	}
 	unlisted := func(n int) opt { return func(b *fleet.Bundle) { b.Status.Summary.ErrApplied += n } }
+	// erring counts the clusters ErrApplied as the Bundle controller
+	// counts a refused deployment or a failed target, listing only those
+	// that fit (summary.MaxNonReadyResources), deployments first.
+	erring := func(clusters ...string) opt {
+		return func(b *fleet.Bundle) {
+			for _, c := range clusters {
+				summary.Increment(&b.Status.Summary, ws+"/"+c, fleet.ErrApplied, nil)
+			}
+		}
+	}
 	stalled := func(b *fleet.Bundle) {
 		b.Status.Conditions = []metav1.Condition{{Type: fleet.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: b.Generation}}
 	}
-	unlabelled := map[string]string{ns("c2"): ""}
+	unlabelled := map[string]deployment{ns("c2"): {}}
 	for _, tc := range []struct {
 		name     string
-		old, cur map[string]string
+		old, cur map[string]deployment
 		bundle   *fleet.Bundle
 		want     bool
 		why      string
@@ -77,6 +107,10 @@ func TestHandedOver(t *testing.T) {
 		{name: "failed target elsewhere, c2 no target", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c3")), want: true},
 		{name: "errors the status does not list", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c3"), unlisted(1)),
 			why: "does not list"},
+		{name: "11 refused deployments fill the list, the 12th cluster no target", old: deps(clusters(12)...), cur: refused(clusters(11)...),
+			bundle: bundle(1, 1, 11, 50, erring(clusters(11)...)), want: true},
+		{name: "11 refused deployments fill the list, the 12th cluster's target failed unlisted", old: deps(clusters(12)...), cur: refused(clusters(11)...),
+			bundle: bundle(1, 1, 11, 50, erring(clusters(11)...), erring("c12")), why: "does not list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := handedOver(tc.old, tc.cur, tc.bundle)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,14 +115,29 @@ func setCopiesPruned(bd *fleet.BundleDeployment, err error) {
 	}
 	switch {
 	case err != nil:
-		msg := "deployed, but copies of downstreamResources no longer listed could not be deleted (retried): " + err.Error()
-		if len(msg) > 1024 {
-			msg = msg[:1024]
-		}
+		msg := cutMessage("deployed, but copies of downstreamResources no longer listed could not be deleted (retried): "+err.Error(), maxCopiesMessage)
 		setCondition(&bd.Status, bd.Generation, fleet.ConditionDeployed, true, ReasonStaleCopies, msg)
 	case c.Reason == ReasonStaleCopies:
 		setCondition(&bd.Status, bd.Generation, fleet.ConditionDeployed, true, ReasonDeployed, "")
 	}
+}
+
+// maxCopiesMessage bounds, in bytes, the Deployed condition's message on
+// stale copies: the joined errors of many copies must not bloat the
+// status.
+const maxCopiesMessage = 1024
+
+// cutMessage cuts msg to at most n bytes, on a rune boundary so that
+// the message stays valid UTF-8 (a name or error text may hold
+// multi-byte characters).
+func cutMessage(msg string, n int) string {
+	if len(msg) <= n {
+		return msg
+	}
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n]
 }
 
 // pruneStaleCopies deletes the copies of entries that left
@@ -139,13 +155,15 @@ func (r *Reconciler) pruneStaleCopies(ctx context.Context, bd *fleet.BundleDeplo
 	}
 	err := r.pruneCopies(ctx, bd, opts)
 	setCopiesPruned(bd, err)
+	// Still due after a failure also when only the status said so (a
+	// restarted agent): a deletion of bd then looks for them (removeCopies).
+	r.mu.Lock()
+	st.staleCopies = err != nil
+	r.mu.Unlock()
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Info("deployed, but stale copies of downstreamResources could not be deleted; retrying the deletion only", "error", err.Error())
 		return jitter(pruneRetry)
 	}
-	r.mu.Lock()
-	st.staleCopies = false
-	r.mu.Unlock()
 	return 0
 }
 
@@ -419,14 +437,24 @@ func copyObject[T metav1.Object](ctx context.Context, c objectClient[T], o copyO
 // (see copyScope). keepKnown is false when neither st nor a stored release
 // tells keepResources (no release, or one already removed with
 // keepResources by an earlier clean-up): then only copies whose own
-// annotation says keepResources false are deleted.
+// annotation says keepResources false are deleted. An st whose deletion
+// of stale copies is still due (st.staleCopies: the last deploy dropped
+// entries whose copies could not be deleted yet) does not tell where
+// copies are, even when it lists none: they are looked for as without st.
 func (r *Reconciler) removeCopies(ctx context.Context, bdName string, st *appliedState, releaseNS []string, kept map[string]bool, keepKnown bool) error {
 	scope := copyScope{everywhere: true, namespaces: releaseNS}
 	if st != nil {
-		if len(st.options.DownstreamResources) == 0 {
+		r.mu.Lock()
+		pending := st.staleCopies
+		r.mu.Unlock()
+		switch {
+		case pending:
+			// the full scope above
+		case len(st.options.DownstreamResources) == 0:
 			return nil
+		default:
+			scope = copyScope{namespaces: []string{deployer.ReleaseNamespace(st.options)}}
 		}
-		scope = copyScope{namespaces: []string{deployer.ReleaseNamespace(st.options)}}
 	}
 	return r.deleteCopiesIn(ctx, bdName, scope, func(c copied) bool {
 		return kept[c.meta.Namespace] || (!keepKnown && c.meta.Annotations[fleet.KeepResourcesAnnotation] != "false")

@@ -85,12 +85,20 @@ type adoptFacts struct {
 // one a controller owns, nor a cluster-scoped object of no release (a
 // Namespace holds other releases and objects, and goes with them; others
 // serve the whole cluster). Only helm.takeOwnership takes those (Helm then
-// adopts everything). CRDs are applyCRDs' concern, not adoption's.
+// adopts everything). An object of an earlier release of this same
+// BundleDeployment is none of those, whatever labels or ownerReferences
+// were added to it since: it is this BundleDeployment's already, and the
+// earlier release's uninstall would delete it just as the new release's
+// will; refusing it would fail every deploy after a rename. CRDs are
+// applyCRDs' concern, not adoption's.
 func adoption(f adoptFacts, target releaseID, bdName string) (adoptVerdict, string) {
 	owner := releaseID{namespace: f.annotations[releaseNSAnnotation], name: f.annotations[releaseNameAnnotation]}
 	const take = "; set helm.takeOwnership to adopt it"
 	if owner == target && f.labels[managedByLabel] == "Helm" {
 		return ownedAlready, ""
+	}
+	if f.ownEarlier {
+		return adoptObject, ""
 	}
 	if bd := f.labels[fleet.BundleDeploymentLabel]; bd != "" && bd != bdName && bd != names.Limit(bdName, maxLabelValue) {
 		return refuseObject, fmt.Sprintf("it is labelled %s=%s, a copy made for another BundleDeployment (downstreamResources)%s",
@@ -106,7 +114,7 @@ func adoption(f adoptFacts, target releaseID, bdName string) (adoptVerdict, stri
 		return refuseObject, "it carries no Helm release ownership, and a first install adopts such an object only with helm.takeOwnership"
 	case owner == releaseID{} && f.clusterScoped:
 		return refuseObject, "it carries no Helm release ownership and is cluster-scoped (uninstalling the release would delete it, and a Namespace everything in it)" + take
-	case owner == releaseID{}, f.ownEarlier:
+	case owner == releaseID{}:
 		return adoptObject, ""
 	}
 	return refuseObject, "it belongs to Helm release " + owner.String() + take

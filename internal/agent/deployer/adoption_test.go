@@ -53,14 +53,20 @@ func TestAdoption(t *testing.T) {
 		// Another BundleDeployment's downstreamResources copy.
 		{name: "another deployment's copy at upgrade", f: adoptFacts{labels: copyOf("theirs"), upgrade: true}, want: refuseObject,
 			reason: "it is labelled fleet.cattle.io/bundledeployment=theirs, a copy made for another BundleDeployment (downstreamResources); set helm.takeOwnership"},
-		{name: "another deployment's copy of an earlier release", f: adoptFacts{labels: copyOf("theirs"), annotations: owned("ns", "one"), upgrade: true, ownEarlier: true}, want: refuseObject, reason: "theirs"},
+		// An object of this deployment's earlier release (helm.releaseName
+		// renamed) is its own, whatever was added to it since.
+		{name: "own earlier release's labelled for another deployment", f: adoptFacts{labels: map[string]string{managedByLabel: "Helm", fleet.BundleDeploymentLabel: "theirs"}, annotations: owned("ns", "one"), upgrade: true, ownEarlier: true}, want: adoptObject},
+		{name: "own earlier release's labelled for another deployment, at install", f: adoptFacts{labels: copyOf("theirs"), annotations: owned("ns", "one"), ownEarlier: true}, want: adoptObject},
+		{name: "another release's labelled for another deployment", f: adoptFacts{labels: copyOf("theirs"), annotations: owned("ns", "one"), upgrade: true}, want: refuseObject, reason: "theirs"},
 		{name: "own copy at upgrade", f: adoptFacts{labels: copyOf(bd), upgrade: true}, want: adoptObject},
 		{name: "own copy, long name cut in the label", bdName: long, f: adoptFacts{labels: copyOf(names.Limit(long, maxLabelValue)), upgrade: true}, want: adoptObject},
 		{name: "this release's copy of another deployment", f: adoptFacts{labels: map[string]string{managedByLabel: "Helm", fleet.BundleDeploymentLabel: "theirs"}, annotations: owned("ns", "two")}, want: ownedAlready},
 		// Owned by a controller.
 		{name: "controlled at upgrade", f: adoptFacts{controller: "Certificate web", upgrade: true}, want: refuseObject,
 			reason: "it is controlled by Certificate web (a controller ownerReference); set helm.takeOwnership"},
-		{name: "controlled, of an earlier release", f: adoptFacts{controller: "Certificate web", labels: helm, annotations: owned("ns", "one"), ownEarlier: true}, want: refuseObject, reason: "Certificate web"},
+		{name: "controlled, of own earlier release", f: adoptFacts{controller: "Certificate web", labels: helm, annotations: owned("ns", "one"), ownEarlier: true}, want: adoptObject},
+		{name: "controlled, of own earlier release, cluster-scoped, labelled for another deployment", f: adoptFacts{controller: "Certificate web", labels: map[string]string{managedByLabel: "Helm", fleet.BundleDeploymentLabel: "theirs"}, annotations: owned("old-ns", "two"), clusterScoped: true, upgrade: true, ownEarlier: true}, want: adoptObject},
+		{name: "controlled, of another release", f: adoptFacts{controller: "Certificate web", labels: helm, annotations: owned("ns", "one"), upgrade: true}, want: refuseObject, reason: "Certificate web"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bdName := c.bdName
@@ -146,8 +152,9 @@ func TestUpgradeAdoptsUnownedObjects(t *testing.T) {
 
 // Renaming a BundleDeployment's release (helm.releaseName one → two) with
 // objects of fixed names: the new release adopts the objects of the old
-// one, which records the same BundleDeployment (same UIDs), and the old
-// release's uninstall then leaves them. An object of another
+// one, which records the same BundleDeployment (same UIDs), also one
+// given a controller ownerReference and another BundleDeployment's label
+// since, and the old release's uninstall then leaves them. An object of another
 // BundleDeployment's release is still refused.
 func TestRenamedReleaseAdoptsOwnObjects(t *testing.T) {
 	ctx := context.Background()
@@ -165,6 +172,14 @@ func TestRenamedReleaseAdoptsOwnObjects(t *testing.T) {
 	}
 	before, err := core.ConfigMaps(ns).Get(ctx, "fixed", metav1.GetOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Still this BundleDeployment's after someone added a controller
+	// ownerReference and another BundleDeployment's label.
+	before.Labels[fleet.BundleDeploymentLabel] = "theirs"
+	controller := true
+	before.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cert-manager.io/v1", Kind: "Certificate", Name: "web", UID: "0000-web", Controller: &controller}}
+	if before, err = core.ConfigMaps(ns).Update(ctx, before, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dyn, err := dynamic.NewForConfig(down.Config)
@@ -195,9 +210,10 @@ func TestRenamedReleaseAdoptsOwnObjects(t *testing.T) {
 	}
 	wantFixed("after the rename")
 
-	// Another BundleDeployment's release: refused, the object untouched.
+	// Another BundleDeployment's release: refused (here for the label
+	// first), the object untouched.
 	_, err = deployFiles(t, d, "stranger", map[string]string{"cm.yaml": cmYAML("fixed", "s")}, opts("three"))
-	const want = "ConfigMap rename-adopt/fixed exists and cannot be imported into the current release: it belongs to Helm release rename-adopt/two"
+	const want = "ConfigMap rename-adopt/fixed exists and cannot be imported into the current release: it is labelled fleet.cattle.io/bundledeployment=theirs"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("stranger's install: err = %v, want it to contain %q", err, want)
 	}

@@ -42,6 +42,8 @@ func Diff(desired, live *unstructured.Unstructured, patches []fleet.ComparePatch
 	// Secret's stringData key there on both sides, or it applies to one
 	// side only and the object stays Modified (a correctDrift loop).
 	normalizeDesired(desired.GroupVersionKind(), d)
+	// So a path naming stringData names what it became (stringDataAsData).
+	patches = stringDataAsData(desired, patches)
 	for _, p := range pointerPaths(desired, patches) {
 		removePointer(d, p)
 		removePointer(l, p)

@@ -11,7 +11,8 @@ import (
 // operation that fails on one side is skipped there (a failing test also
 // skips the rest of its entry) and never hides real drift elsewhere. The
 // desired side is normalized first, so an operation on a Secret's /data/k
-// also finds a key the chart sets in stringData.
+// also finds a key the chart sets in stringData, and one on /stringData/k
+// (the path as the chart writes it) acts on /data/k on both sides.
 func TestDiffComparePatchOperations(t *testing.T) {
 	scaled := replace(liveDeploy, "replicas: 2\n  progress", "replicas: 5\n  progress")
 	scaledRed := replace(scaled, "  labels: {app: x}\n  annotations", "  labels: {app: x, team: red}\n  annotations")
@@ -28,6 +29,13 @@ func TestDiffComparePatchOperations(t *testing.T) {
 	secretDesired := secret + "stringData: {k: chart-value, other: same}\n"
 	secretLive := secret + "data: {k: dXNlci12YWx1ZQ==, other: c2FtZQ==}\n"
 	dataK := func(op string) fleet.Operation { return fleet.Operation{Op: op, Path: "/data/k", Value: "eA=="} }
+	// The same, named as the chart sets it.
+	stringDataK := func(op, value string) fleet.Operation {
+		return fleet.Operation{Op: op, Path: "/stringData/k", Value: value}
+	}
+	pointers := func(p ...string) []fleet.ComparePatch {
+		return []fleet.ComparePatch{{Kind: "Secret", Name: "app", JSONPointers: p}}
+	}
 	tests := []struct {
 		name     string
 		desired  string
@@ -68,6 +76,28 @@ func TestDiffComparePatchOperations(t *testing.T) {
 			patches: ops("Secret", dataK("remove"))},
 		{name: "secret stringData: replace of another key leaves the drift", desired: secretDesired, live: secretLive,
 			patches: ops("Secret", fleet.Operation{Op: "replace", Path: "/data/other", Value: "eA=="}), modified: true},
+		{name: "secret stringData: pointer on a data key", desired: secretDesired, live: secretLive,
+			patches: pointers("/data/k")},
+		{name: "secret stringData: pointer on the stringData key", desired: secretDesired, live: secretLive,
+			patches: pointers("/stringData/k")},
+		{name: "secret stringData: pointer on the whole stringData", desired: secretDesired, live: secretLive,
+			patches: pointers("/stringData")},
+		{name: "secret stringData: pointer on the whole stringData leaves data keys compared",
+			desired: secret + "data: {d: ZA==}\nstringData: {k: chart-value}\n", live: secret + "data: {d: eA==, k: dXNlci12YWx1ZQ==}\n",
+			patches: pointers("/stringData"), modified: true},
+		{name: "secret stringData: pointer on another stringData key leaves the drift", desired: secretDesired, live: secretLive,
+			patches: pointers("/stringData/other"), modified: true},
+		{name: "secret stringData: remove of the stringData key", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", stringDataK("remove", ""))},
+		{name: "secret stringData: ignore with the stringData key as path", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", stringDataK("ignore", ""))},
+		{name: "secret stringData: replace of the stringData key", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", stringDataK("replace", "x"))},
+		{name: "secret stringData: test of the stringData value holds as its data", desired: secretDesired, live: secretLive,
+			patches: ops("Secret", fleet.Operation{Op: "test", Path: "/stringData/other", Value: "same"}, stringDataK("replace", "x"))},
+		{name: "secret stringData: test of the stringData value fails on the edited key", desired: secretDesired, live: secretLive,
+			patches:  ops("Secret", stringDataK("test", "chart-value"), fleet.Operation{Op: "replace", Path: "/data/k", Value: "eA=="}),
+			modified: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
