@@ -157,34 +157,10 @@ func TestHelmOpNameTooLong(t *testing.T) {
 // objects are never deleted.
 func TestHelmOpRenamedBundleKeepsRelease(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "renamed")
-	repo := helmrepo.New(t, helmrepo.Options{})
-	repo.Publish(t, helmrepo.Chart(t, "renamed", "1.0.0"))
-	keepCluster(t, ns, "down", map[string]string{"env": "renamed"})
-	cns := names.ClusterNamespace(ns, "down")
-	startAgent(t, cns)
-	appNS := ns + "-app"
-	const opName = "my.app"
-	oldName := names.HelmReleaseName(opName)
+	r := deployOldNamed(t, "renamed")
+	ns, cns, appNS, opName, oldName, spec := r.ns, r.cns, r.appNS, r.opName, r.oldName, r.spec
 	if oldName != "my-app-deaa787f" {
 		t.Fatalf("the earlier name of bundle %s is %s", opName, oldName)
-	}
-
-	// What the earlier version wrote for HelmOp my.app.
-	spec := renameSpec(repo.URL, appNS, "renamed")
-	old, err := bundlereader.ReadHelmOp(ctx, oldName, spec.DeepCopy(), bundlereader.Options{
-		Namespace: ns, Labels: map[string]string{fleet.HelmOpLabel: opName},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	waitRelease(t, cns, oldName, appNS+"/"+oldName+":1")
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: appNS, Name: "renamed"}, cm); err != nil {
-		t.Fatal(err)
 	}
 
 	// First with a target the Bundle controller rejects: Bundle my.app
@@ -214,33 +190,87 @@ func TestHelmOpRenamedBundleKeepsRelease(t *testing.T) {
 	patchOp(t, ns, opName, func(o *fleet.HelmOp) { o.Spec.Targets = spec.Targets })
 	// The release moved and was upgraded: revision 2 under the new
 	// BundleDeployment, not a fresh revision 1.
-	waitRelease(t, cns, opName, appNS+"/"+oldName+":2")
+	r.waitHandedOver(t)
+}
+
+// oldNamed is a HelmOp's Bundle as an earlier version of this project
+// named it (names.HelmReleaseName of the HelmOp's name), deployed by a
+// real agent to cluster "down" (cluster namespace cns): the starting
+// point of a rename hand-over.
+type oldNamed struct {
+	ns, cns, appNS, opName, oldName string
+	// spec is the HelmOp's BundleSpec the old Bundle was read from.
+	spec fleet.BundleSpec
+	// cmUID is the UID of the app's ConfigMap as first installed.
+	cmUID types.UID
+}
+
+// deployOldNamed writes, for HelmOp "my.app" in a new namespace named
+// after prefix, the Bundle an earlier version wrote, and waits until the
+// agent has installed its release (revision 1).
+func deployOldNamed(t *testing.T, prefix string) oldNamed {
+	t.Helper()
+	ctx := context.Background()
+	ns := newNamespace(t, prefix)
+	repo := helmrepo.New(t, helmrepo.Options{})
+	repo.Publish(t, helmrepo.Chart(t, "renamed", "1.0.0"))
+	keepCluster(t, ns, "down", map[string]string{"env": prefix})
+	r := oldNamed{ns: ns, cns: names.ClusterNamespace(ns, "down"), appNS: ns + "-app", opName: "my.app"}
+	r.oldName = names.HelmReleaseName(r.opName)
+	startAgent(t, r.cns)
+	r.spec = renameSpec(repo.URL, r.appNS, prefix)
+	old, err := bundlereader.ReadHelmOp(ctx, r.oldName, r.spec.DeepCopy(), bundlereader.Options{
+		Namespace: ns, Labels: map[string]string{fleet.HelmOpLabel: r.opName},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	waitRelease(t, r.cns, r.oldName, r.appNS+"/"+r.oldName+":1")
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: r.appNS, Name: "renamed"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	r.cmUID = cm.UID
+	return r
+}
+
+// waitHandedOver waits until the hand-over is complete: the release moved
+// to BundleDeployment opName and upgraded (revision 2, not a fresh
+// install), only Bundle opName left, the old BundleDeployment gone, the
+// HelmOp Ready, and the app's ConfigMap the very object first installed.
+// The old BundleDeployment's clean-up must have left the release alone.
+func (r oldNamed) waitHandedOver(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	waitRelease(t, r.cns, r.opName, r.appNS+"/"+r.oldName+":2")
 	fleettest.Eventually(t, timeout, func() error {
 		var list fleet.BundleList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{fleet.HelmOpLabel: opName}); err != nil {
+		if err := env.Client.List(ctx, &list, client.InNamespace(r.ns), client.MatchingLabels{fleet.HelmOpLabel: r.opName}); err != nil {
 			return err
 		}
-		if len(list.Items) != 1 || list.Items[0].Name != opName {
-			return fmt.Errorf("%d bundles, want only %s", len(list.Items), opName)
+		if len(list.Items) != 1 || list.Items[0].Name != r.opName {
+			return fmt.Errorf("%d bundles, want only %s", len(list.Items), r.opName)
 		}
-		err := env.Client.Get(ctx, types.NamespacedName{Namespace: cns, Name: oldName}, &fleet.BundleDeployment{})
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: r.cns, Name: r.oldName}, &fleet.BundleDeployment{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("old bundledeployment: %v", err)
 		}
-		if c := condition(getOp(t, ns, opName), fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("ready = %+v", c)
+		if c := condition(getOp(t, r.ns, r.opName), fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("helmop ready = %+v", c)
 		}
 		return nil
 	})
 	after := &corev1.ConfigMap{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: appNS, Name: "renamed"}, after); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: r.appNS, Name: "renamed"}, after); err != nil {
 		t.Fatal(err)
 	}
-	if after.UID != cm.UID {
-		t.Fatalf("the app's ConfigMap was deleted and created again (uid %s, was %s)", after.UID, cm.UID)
+	if after.UID != r.cmUID {
+		t.Fatalf("the app's ConfigMap was deleted and created again (uid %s, was %s)", after.UID, r.cmUID)
 	}
-	// The old BundleDeployment's clean-up left the release alone.
-	waitRelease(t, cns, opName, appNS+"/"+oldName+":2")
+	waitRelease(t, r.cns, r.opName, r.appNS+"/"+r.oldName+":2")
 }
 
 // waitRelease waits until BundleDeployment name in cns is deployed and
