@@ -73,6 +73,11 @@ type Cluster struct {
 	// StartEtcd, whose data directory envtest then no longer removes.
 	etcdMu      sync.Mutex
 	etcdDataDir string
+
+	// apiMu guards apiCertDir: the copy of the API server's certificates
+	// and keys a server restarted by StartAPIServer uses.
+	apiMu      sync.Mutex
+	apiCertDir string
 }
 
 // RepoRoot returns the module root, found from this source file.
@@ -212,6 +217,11 @@ func (c *Cluster) Stop() error {
 			_ = os.RemoveAll(c.etcdDataDir)
 		}
 		c.etcdMu.Unlock()
+		c.apiMu.Lock()
+		if c.apiCertDir != "" {
+			_ = os.RemoveAll(c.apiCertDir)
+		}
+		c.apiMu.Unlock()
 	})
 	return err
 }

@@ -14,9 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -339,43 +337,13 @@ func isOffline(c fleet.Cluster) bool {
 // since formats a recovery time for the log.
 func since(start time.Time) string { return time.Since(start).Round(100 * time.Millisecond).String() }
 
-// apiServerOutage stops the API server of c (etcd keeps running, serving
-// certificate and service-account keys are kept so the restarted server is
-// the same server to its clients) and returns the function that starts it
-// again.
+// apiServerOutage crashes the API server of c (etcd keeps running; the
+// restarted server keeps its certificates and keys, so it is the same
+// server to its clients) and returns the function that starts it again
+// and waits until it is ready.
 func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 	t.Helper()
-	apiServer := c.Env().ControlPlane.APIServer
-	// The restarted server keeps using this directory: it must outlive
-	// the test (TestMain removes it).
-	keep, err := os.MkdirTemp(certsDir, "certs-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(apiServer.CertDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(apiServer.CertDir + "/" + e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keep+"/"+e.Name(), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A crash, not a shutdown: SIGKILL the kube-apiserver this test process
-	// started, then let envtest reap it. Without the process, fall back to
-	// a graceful stop, which waits for open watches (envtest kills the
-	// server after its stop timeout: just as down).
-	if pid := c.APIServerPID(); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") && !strings.Contains(err.Error(), "signal: killed") {
+	if err := c.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	started := false
@@ -383,13 +351,10 @@ func apiServerOutage(t *testing.T, c *testenv.Cluster) (restart func()) {
 		if started {
 			return
 		}
-		apiServer.CertDir = keep
-		NewWithT(t).Eventually(apiServer.Start, wait, time.Second).Should(Succeed())
 		started = true
-		NewWithT(t).Eventually(func() error {
-			_, err := c.Clientset.Discovery().ServerVersion()
-			return err
-		}, wait, tick).Should(Succeed())
+		if err := c.StartAPIServer(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(start)
 	return start

@@ -1,9 +1,6 @@
 package bundledeployment_test
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +9,9 @@ import (
 
 // The upstream API server goes away (etcd stays), deployed workloads stay as
 // they are, and when it is back the same agent process picks up a change
-// made afterwards. Runs last in the package: it restarts the upstream.
+// made afterwards. Not parallel: the package's parallel tests go on only
+// once every sequential test is done, so none of them sees the upstream
+// away (or a restarted one before it is ready).
 func TestOfflineUpstreamThenResume(t *testing.T) {
 	b := bundle{
 		name:  "offline",
@@ -22,30 +21,13 @@ func TestOfflineUpstreamThenResume(t *testing.T) {
 	id := put(t, b)
 	waitState(t, "offline", id, fleet.Ready)
 
-	apiServer := up.Env().ControlPlane.APIServer
-	// Keep the serving certificate and service-account signing key, so the
-	// restarted server is the same server to its clients.
-	keep := t.TempDir()
-	entries, err := os.ReadDir(apiServer.CertDir)
-	must(t, err)
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(apiServer.CertDir, e.Name()))
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(keep, e.Name()), data, 0o600))
-	}
-	// A graceful stop waits for open watches; envtest kills the server when
-	// that takes longer than its stop timeout, which is just as offline.
-	if err := apiServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") {
-		t.Fatal(err)
-	}
+	// Etcd keeps running; the restarted server keeps its certificates
+	// and keys, so it is the same server to its clients.
+	must(t, up.StopAPIServer())
 	restarted := false
 	defer func() {
 		if !restarted {
-			apiServer.CertDir = keep
-			_ = apiServer.Start()
+			must(t, up.StartAPIServer())
 		}
 	}()
 
@@ -53,13 +35,8 @@ func TestOfflineUpstreamThenResume(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	wantData(t, "off-ns", "offline-cm", "v", "1")
 
-	apiServer.CertDir = keep
-	eventually(t, "upstream restarted", func() error { return apiServer.Start() })
 	restarted = true
-	eventually(t, "upstream back", func() error {
-		_, err := up.Clientset.Discovery().ServerVersion()
-		return err
-	})
+	must(t, up.StartAPIServer())
 
 	b.files["cm.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: offline-cm\ndata:\n  v: \"2\"\n"
 	id2 := put(t, b)
