@@ -15,6 +15,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/register"
+	"github.com/fleetgo/fleet/internal/testenv"
 )
 
 // TestReimportBootstrapForgotten: installing an imported cluster's agent
@@ -28,13 +29,7 @@ func TestReimportBootstrapForgotten(t *testing.T) {
 	ctx := context.Background()
 	d := down[0]
 	const agentNS, secretName = "agent-reimport", "reimport-kubeconfig"
-	createKubeconfigSecret(t, d, workspace, secretName)
-	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "reimport", Namespace: workspace},
-		Spec: fleet.ClusterSpec{KubeConfigSecret: secretName, AgentNamespace: agentNS}}
-	if err := up.Client.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	waitImported(t, cluster)
+	cluster, stop := importAndRegister(t, d, "reimport", secretName, agentNS)
 	bootstrapKey := client.ObjectKey{Namespace: agentNS, Name: register.BootstrapSecretName}
 	bootstrapGone := func() error {
 		err := d.Client.Get(ctx, bootstrapKey, &corev1.Secret{})
@@ -44,8 +39,6 @@ func TestReimportBootstrapForgotten(t *testing.T) {
 		return fmt.Errorf("%s still there: %v", register.BootstrapSecretName, err)
 	}
 
-	stop := startAgent(t, d, agentNS)
-	waitRegistered(t, cluster.Spec.ClientID, workspace)
 	eventually(t, "the registration forgot the bootstrap secret", bootstrapGone)
 	stop()
 	requests := len(registrationsOf(t, cluster.Spec.ClientID))
@@ -126,15 +119,7 @@ func TestReimportNewAPIServerMovesAgent(t *testing.T) {
 	ctx := context.Background()
 	d := down[0]
 	const agentNS, secretName = "agent-reimport-moved", "reimport-moved-kubeconfig"
-	createKubeconfigSecret(t, d, workspace, secretName)
-	cluster := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "reimport-moved", Namespace: workspace},
-		Spec: fleet.ClusterSpec{KubeConfigSecret: secretName, AgentNamespace: agentNS}}
-	if err := up.Client.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	waitImported(t, cluster)
-	stop := startAgent(t, d, agentNS)
-	waitRegistered(t, cluster.Spec.ClientID, workspace)
+	cluster, stop := importAndRegister(t, d, "reimport-moved", secretName, agentNS)
 	if cfg, _ := agentConfig(t, d, agentNS); cfg.Host != up.Config.Host {
 		t.Fatalf("credential stored for %s, want %s", cfg.Host, up.Config.Host)
 	}
@@ -183,4 +168,21 @@ func TestReimportNewAPIServerMovesAgent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// importAndRegister imports cluster name from the kubeconfig Secret
+// secretName (created here for d), starts its agent in agentNS and waits
+// until the agent registered; stop stops that agent.
+func importAndRegister(t *testing.T, d *testenv.Cluster, name, secretName, agentNS string) (cluster *fleet.Cluster, stop func()) {
+	t.Helper()
+	createKubeconfigSecret(t, d, workspace, secretName)
+	cluster = &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workspace},
+		Spec: fleet.ClusterSpec{KubeConfigSecret: secretName, AgentNamespace: agentNS}}
+	if err := up.Client.Create(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	waitImported(t, cluster)
+	stop = startAgent(t, d, agentNS)
+	waitRegistered(t, cluster.Spec.ClientID, workspace)
+	return cluster, stop
 }
