@@ -1,24 +1,19 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -142,7 +137,7 @@ of -l and --commit added. Nothing is pruned.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.Output, "output", "o", "", "write the bundles as YAML to this file ('-' for stdout) instead of applying them")
-	fl.StringVarP(&f.FleetFile, "file", "f", "", "fleet.yaml to use for the single PATH, in place of PATH/fleet.yaml ('-' reads it from stdin; refused with several PATHs)")
+	fl.StringVarP(&f.FleetFile, "file", "f", "", "fleet.yaml to use for the single PATH, in place of PATH/fleet.yaml ('-' reads it from stdin, at most 10 MiB; refused with several PATHs)")
 	fl.StringToStringVarP(&f.Labels, "label", "l", nil, "labels to add to every bundle (key=value)")
 	fl.StringVar(&f.TargetsFile, "targets-file", "", "YAML file with targets and targetRestrictions to append")
 	fl.BoolVarP(&f.Compress, "compress", "c", false, "always store resources base64+gz")
@@ -163,7 +158,7 @@ of -l and --commit added. Nothing is pruned.`,
 	fl.StringVar(&f.HelmCredsByPathFile, "helm-credentials-by-path-file", "", "YAML map of bundle path to Helm credentials; a key may be a glob (apps/*: * stays within one directory), the exact path wins, then the first matching glob in lexical order")
 	fl.BoolVar(&f.HelmBasicHTTP, "helm-basic-http", false, "use plain HTTP for OCI registries")
 	fl.BoolVar(&f.HelmInsecureSkipTLS, "helm-insecure-skip-tls", false, "do not verify Helm repositories' TLS certificates")
-	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default 3 MiB)")
+	fl.Int64Var(&f.MaxBundleSize, "max-bundle-size", 0, "largest serialized bundle in bytes (default and 0: 3 MiB; negative is refused)")
 	fl.IntVar(&f.MaxChartDownloads, "max-chart-downloads", bundlereader.DefaultLimits.MaxChartDownloads,
 		"most charts one bundle may fetch over the network: helm.chart sources, customizations' charts and dependencies missing from charts/")
 	fl.BoolVar(&f.DrivenScan, "driven-scan", false, "each PATH is one bundle directory, DIR[:OPTIONS-FILE], instead of a tree to scan")
@@ -172,7 +167,7 @@ of -l and --commit added. Nothing is pruned.`,
 	fl.StringVar(&f.SSHPrivateKeyFile, "ssh-privatekey-file", "", "PEM private key for git:: chart sources over SSH (host keys checked against the known_hosts lines of env "+
 		fleetKnownHostsEnv+", else "+knownHostsEnv+")")
 	fl.BoolVar(&f.ImageScanEnabled, "imagescan-enabled", false, "accepted for compatibility with Fleet and ignored (with a warning): image scans are not implemented")
-	fl.StringVarP(&f.BundleFile, "bundle-file", "b", "", "write the Bundle resources of this file ('-' for stdin) instead of reading PATHs")
+	fl.StringVarP(&f.BundleFile, "bundle-file", "b", "", "write the Bundle resources of this file ('-' for stdin, at most 64 MiB) instead of reading PATHs")
 	fl.IntVar(&f.MaxConcurrency, "bundle-creation-max-concurrency", 0, "how many bundles are written at once (env "+maxConcurrencyEnv+"; 0 means "+strconv.Itoa(apply.DefaultParallel)+")")
 	return cmd
 }
@@ -294,9 +289,9 @@ func (f *ApplyFlags) ReadOptions(namespace string, stdin io.Reader, stderr io.Wr
 	switch f.FleetFile {
 	case "":
 	case "-":
-		b, err := io.ReadAll(io.LimitReader(stdin, 10<<20))
+		b, err := readStdin(stdin, maxFleetYAMLStdin)
 		if err != nil {
-			return o, fmt.Errorf("reading fleet.yaml from stdin: %w", err)
+			return o, fmt.Errorf("-f -: reading fleet.yaml from stdin: %w", err)
 		}
 		o.FleetYAML = b
 	default:
@@ -326,6 +321,9 @@ func RunApply(ctx context.Context, g *Globals, f *ApplyFlags, name string, paths
 	}
 	if f.MaxChartDownloads < 0 {
 		return fmt.Errorf("--max-chart-downloads must not be negative, got %d", f.MaxChartDownloads)
+	}
+	if f.MaxBundleSize < 0 {
+		return fmt.Errorf("--max-bundle-size must not be negative, got %d (0 means the default, 3 MiB)", f.MaxBundleSize)
 	}
 	if f.BundleFile != "" {
 		switch {
@@ -399,86 +397,6 @@ func (f *ApplyFlags) applyOptions(namespace string, labels map[string]string) ap
 		opts.PruneSelector = map[string]string{fleet.RepoLabel: repo}
 	}
 	return opts
-}
-
-// readBundleFile is -b: the Bundles of the file as written (strictly
-// decoded, so that a misspelt field is an error rather than lost), moved
-// to namespace and given labels. The flags that shape bundles read from
-// PATHs do not apply; those given are warned about.
-func (f *ApplyFlags) readBundleFile(stdin io.Reader, namespace string, labels map[string]string, stderr io.Writer) ([]*fleet.Bundle, error) {
-	for _, ignored := range []struct {
-		flag string
-		set  bool
-	}{
-		{"--targets-file", f.TargetsFile != ""}, {"-c/--compress", f.Compress}, {"-a/--service-account", f.ServiceAccount != ""},
-		{"--sync-generation", f.SyncGeneration != 0}, {"--target-namespace", f.TargetNamespace != ""}, {"--paused", f.Paused},
-		{"--keep-resources", f.KeepResources}, {"--delete-namespace", f.DeleteNamespace},
-		{"--correct-drift", f.CorrectDrift || f.CorrectForce || f.CorrectKeepFail}, {"--max-bundle-size", f.MaxBundleSize != 0},
-		{"--max-chart-downloads", f.MaxChartDownloads != 0 && f.MaxChartDownloads != bundlereader.DefaultLimits.MaxChartDownloads},
-	} {
-		if ignored.set {
-			fmt.Fprintf(stderr, "warning: %s is ignored with -b: the Bundles of the file are written as they are\n", ignored.flag)
-		}
-	}
-	var data []byte
-	var err error
-	if f.BundleFile == "-" {
-		data, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
-	} else {
-		data, err = os.ReadFile(f.BundleFile)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("-b: %w", err)
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*fleet.Bundle
-	seen := map[string]bool{}
-	for doc := 1; ; doc++ {
-		raw, err := reader.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("-b %s: %w", f.BundleFile, err)
-		}
-		generic := map[string]any{}
-		if err := yaml.Unmarshal(raw, &generic); err != nil {
-			return nil, fmt.Errorf("-b %s: document %d: %w", f.BundleFile, doc, err)
-		}
-		if len(generic) == 0 {
-			continue // empty document
-		}
-		b := &fleet.Bundle{}
-		if err := yaml.UnmarshalStrict(raw, b); err != nil {
-			return nil, fmt.Errorf("-b %s: document %d: %w", f.BundleFile, doc, err)
-		}
-		if b.APIVersion != fleet.GroupVersion.String() || b.Kind != "Bundle" {
-			return nil, fmt.Errorf("-b %s: document %d is %s %s, not a %s Bundle", f.BundleFile, doc, b.APIVersion, b.Kind, fleet.GroupVersion)
-		}
-		if b.Name == "" {
-			return nil, fmt.Errorf("-b %s: document %d: the Bundle has no metadata.name", f.BundleFile, doc)
-		}
-		if seen[b.Name] {
-			return nil, fmt.Errorf("-b %s: Bundle %s appears twice", f.BundleFile, b.Name)
-		}
-		seen[b.Name] = true
-		if b.Namespace != "" && b.Namespace != namespace {
-			fmt.Fprintf(stderr, "warning: -b %s: Bundle %s is written to namespace %s (-n), not %s\n", f.BundleFile, b.Name, namespace, b.Namespace)
-		}
-		// Only what a user writes: server-set metadata (uid,
-		// resourceVersion, managedFields ...) and the status are dropped.
-		meta := metav1.ObjectMeta{Name: b.Name, Namespace: namespace, Labels: b.Labels, Annotations: b.Annotations}
-		if len(labels) > 0 && meta.Labels == nil {
-			meta.Labels = map[string]string{}
-		}
-		maps.Copy(meta.Labels, labels)
-		out = append(out, &fleet.Bundle{TypeMeta: b.TypeMeta, ObjectMeta: meta, Spec: b.Spec})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("-b %s: no Bundle found", f.BundleFile)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
 }
 
 // ReadPaths reads paths relative to the working directory as one

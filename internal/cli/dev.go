@@ -109,7 +109,7 @@ repository with its working copy, including commits not pushed. The next ` + "`u
 	}
 	cmd.AddCommand(up, down)
 	hideIgnoredGlobals(cmd)
-	return cmd
+	return groupCommand(cmd)
 }
 
 // ignoredGlobals are global flags `fleet dev` has no use for: it makes its

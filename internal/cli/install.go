@@ -21,10 +21,9 @@ func newInstallCmd(g *Globals) *cobra.Command {
 		Long: "Generate manifests to install the Fleet manager (controller) and to register downstream clusters\n" +
 			"(agent-token, agent-config). The manifests are rendered from the same Helm charts that are\n" +
 			"embedded in this binary; pipe them into `kubectl apply -f -`.",
-		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newInstallControllerCmd(), newInstallAgentTokenCmd(g), newInstallAgentConfigCmd())
-	return cmd
+	return groupCommand(cmd)
 }
 
 func newInstallControllerCmd() *cobra.Command {
@@ -38,6 +37,9 @@ func newInstallControllerCmd() *cobra.Command {
 			"  fleet install controller | kubectl apply -f -",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSystemNamespace(opts.SystemNamespace); err != nil {
+				return err
+			}
 			out, err := install.Controller(opts)
 			if err != nil {
 				return err
@@ -68,6 +70,9 @@ func newInstallAgentConfigCmd() *cobra.Command {
 			"  fleet install agent-config -l env=prod | kubectl --kubeconfig=cluster-kubeconfig apply -f -",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkSystemNamespace(ns); err != nil {
+				return err
+			}
 			l, err := parseLabels(labels)
 			if err != nil {
 				return err
@@ -85,6 +90,16 @@ func newInstallAgentConfigCmd() *cobra.Command {
 	f.StringVar(&clientID, "client-id", "", "Register as the predefined Cluster with this spec.clientID")
 	f.StringVar(&ns, "system-namespace", fleet.DefaultSystemNamespace, "Namespace of the agent")
 	return cmd
+}
+
+// checkSystemNamespace refuses a --system-namespace that is no namespace
+// name (a DNS-1123 label) before anything is printed: the manifests would
+// only fail when applied, half of them perhaps created.
+func checkSystemNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("--system-namespace %q: %s", ns, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // parseLabels turns k=v strings into valid Kubernetes labels.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	neturl "net/url"
 	"os"
@@ -13,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -39,7 +39,7 @@ func newInstallAgentTokenCmd(g *Globals) *cobra.Command {
 	opts := agentTokenOptions{}
 	cmd := &cobra.Command{
 		Use:   "agent-token",
-		Short: "Generate cluster group token and render manifest to register clusters into a specific cluster group",
+		Short: "Generate a registration token and render the manifests that register clusters with it (into a ClusterGroup with -g)",
 		Long: "Create a ClusterRegistrationToken in the workspace (--namespace) of the manager cluster, wait for\n" +
 			"the fleet-controller to issue its values, and print the agent manifests that register a cluster\n" +
 			"with it (or, with --values, the values.yaml for `helm install fleet-agent`). The token can\n" +
@@ -114,8 +114,8 @@ func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspac
 	if opts.Timeout <= 0 {
 		return "", fmt.Errorf("--timeout %s: must be positive", opts.Timeout)
 	}
-	if errs := validation.IsDNS1123Label(opts.SystemNamespace); len(errs) > 0 {
-		return "", fmt.Errorf("--system-namespace %q: %s", opts.SystemNamespace, strings.Join(errs, "; "))
+	if err := checkSystemNamespace(opts.SystemNamespace); err != nil {
+		return "", err
 	}
 	override, err := endpointFlags(opts)
 	if err != nil {
@@ -139,6 +139,9 @@ func agentToken(ctx context.Context, c client.Client, cfg *rest.Config, workspac
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("created ClusterRegistrationToken", "namespace", workspace, "name", token.Name)
 	out, err := agentTokenOutput(ctx, c, cfg, token, opts, override, groupLabels)
+	if errors.Is(err, errTokenGone) {
+		return "", err
+	}
 	if err != nil {
 		return "", deleteToken(ctx, c, token, err)
 	}
@@ -337,6 +340,20 @@ func clusterGroupLabels(ctx context.Context, c client.Client, workspace, name st
 	return labels, nil
 }
 
+// errTokenGone is in the error of a token deleted while the command waited
+// for its values: there is nothing left to delete.
+var errTokenGone = errors.New("was deleted")
+
+// tokenGoneError says why a token disappears before its values are
+// issued, so that the user does not wait for --timeout and then suspect
+// that fleet-controller is not running.
+func tokenGoneError(key client.ObjectKey) error {
+	return fmt.Errorf("ClusterRegistrationToken %s/%s %w before the manager issued its values: the manager deletes a token "+
+		"that has expired, and one without TTL when it requires one (controller.registrationTokenTTL.required: pass a --ttl "+
+		"above 0; it records a %s event: kubectl -n %s get events --field-selector involvedObject.name=%s)",
+		key.Namespace, key.Name, errTokenGone, registration.ReasonTTLRequired, key.Namespace, key.Name)
+}
+
 // waitForTokenValues polls until the fleet-controller has written the
 // token's values Secret, and tells whether the manager's apiServerURL in it
 // was defaulted rather than configured.
@@ -346,7 +363,11 @@ func waitForTokenValues(ctx context.Context, c client.Client, token *fleet.Clust
 	key := client.ObjectKeyFromObject(token)
 	for {
 		cur := &fleet.ClusterRegistrationToken{}
-		if err := c.Get(ctx, key, cur); err == nil && cur.Status.SecretName != "" {
+		err := c.Get(ctx, key, cur)
+		if apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil) {
+			return nil, false, tokenGoneError(key)
+		}
+		if err == nil && cur.Status.SecretName != "" {
 			secret := &corev1.Secret{}
 			err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cur.Status.SecretName}, secret)
 			if err == nil && len(secret.Data["values"]) > 0 {

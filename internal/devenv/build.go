@@ -39,7 +39,7 @@ func (e *Env) build(ctx context.Context) error {
 	if fileExists(filepath.Join(e.opts.AssetsDir, "kube-apiserver")) && fileExists(filepath.Join(e.opts.AssetsDir, "etcd")) {
 		return nil
 	}
-	if e.opts.AssetsDir != filepath.Join(e.binDir(), "controlplane") {
+	if !sameDir(e.opts.AssetsDir, filepath.Join(e.binDir(), "controlplane")) {
 		return fmt.Errorf("kube-apiserver or etcd is missing in %s (KUBEBUILDER_ASSETS)", e.opts.AssetsDir)
 	}
 	if _, err := exec.LookPath("make"); err != nil {
@@ -87,5 +87,35 @@ func (e *Env) stream(cmd *exec.Cmd, label string) error {
 		case <-tick.C:
 			e.logf("    %s: still working (%s)", label, time.Since(start).Round(time.Second))
 		}
+	}
+}
+
+// sameDir tells whether a and b name the same directory, existing or not.
+// The Makefile exports KUBEBUILDER_ASSETS as $(CURDIR)/bin/controlplane,
+// a path with symlinks resolved, while the repository root comes from the
+// working directory, which keeps them: compared as strings, a checkout
+// reached through a symlink would not count its own bin/controlplane as
+// the one to build on first use.
+func sameDir(a, b string) bool {
+	return resolvePath(a) == resolvePath(b)
+}
+
+// resolvePath is p made absolute with the symlinks of its longest existing
+// prefix resolved; the rest (bin/controlplane before its first build, say)
+// is appended as it is.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(dir) == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
 	}
 }
