@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/agent/deployer"
@@ -18,32 +19,49 @@ import (
 	"github.com/fleetgo/fleet/internal/manifest"
 )
 
-// contentRetry is how long a deployment whose Content could not be read
-// because the API server is overloaded or unreachable waits before it reads
-// again (jittered). It is fixed: the overload is not the deployment's
-// fault, and a growing backoff would leave it idle for minutes after the
-// overload passed.
+// contentRetry is how long a deployment whose Content (or values Secret)
+// could not be read because the API server is overloaded or unreachable
+// waits before it reads again (jittered). It is fixed: the overload is not
+// the deployment's fault, and a growing backoff would leave it idle for
+// minutes after the overload passed.
 const contentRetry = 15 * time.Second
 
-// ContentRetryAfter is the jittered wait before reading a Content again
-// after a ContentUnavailableError. The simulated agents use it too.
+// ContentRetryAfter is the jittered wait before reading a Content (or
+// values Secret) again after a ContentUnavailableError. The simulated
+// agents use it too.
 func ContentRetryAfter() time.Duration {
 	return jitter(contentRetry)
 }
 
-// ContentUnavailableError says that a Content could not be read for a
-// reason that passes by itself (see TransientContentError). Its message
-// names the Content and a fixed description of the cause, never the
-// underlying error's text, so that it is safe for status and stays the
-// same from one retry to the next (no status write per retry).
+// ContentUnavailableError says that an input of a deploy, its Content or
+// its values Secret, could not be read for a reason that passes by itself
+// (see TransientContentError): the deploy waits for it (WaitingForContent)
+// and reads it again shortly, whichever input it was. Its message names
+// the input and a fixed description of the cause, never the underlying
+// error's text, so that it is safe for status and stays the same from one
+// retry to the next (no status write per retry).
 type ContentUnavailableError struct {
+	// Kind is what could not be read when it is not the Content:
+	// KindValuesSecret. ID is its name (the Content's, the Secret's).
+	Kind  string
 	ID    string
 	Cause string
 	Err   error
 }
 
+// KindValuesSecret is the ContentUnavailableError.Kind of a values Secret
+// read.
+const KindValuesSecret = "values Secret"
+
 func (e *ContentUnavailableError) Error() string {
-	return fmt.Sprintf("content %s could not be read (%s); retrying in about %s", e.ID, e.Cause, contentRetry)
+	return fmt.Sprintf("%s %s could not be read (%s); retrying in about %s", e.kind(), e.ID, e.Cause, contentRetry)
+}
+
+func (e *ContentUnavailableError) kind() string {
+	if e.Kind == "" {
+		return "content"
+	}
+	return e.Kind
 }
 
 func (e *ContentUnavailableError) Unwrap() error { return e.Err }
@@ -63,8 +81,8 @@ func ReadManifest(ctx context.Context, contents *contentapi.Reader, bd *fleet.Bu
 		return err
 	})
 	if err != nil {
-		if cause, ok := TransientContentError(ctx, err); ok {
-			return nil, &ContentUnavailableError{ID: id, Cause: cause, Err: err}
+		if unavailable := asUnavailable(ctx, "", id, err); unavailable != nil {
+			return nil, unavailable
 		}
 		return nil, fmt.Errorf("reading content %s: %w", id, err)
 	}
@@ -73,6 +91,17 @@ func ReadManifest(ctx context.Context, contents *contentapi.Reader, bd *fleet.Bu
 		return nil, fmt.Errorf("%w: content %s: %v", deployer.ErrRender, id, err)
 	}
 	return m, nil
+}
+
+// asUnavailable is err, from reading the input kind/id of a deploy (see
+// ContentUnavailableError) with the context ctx, as a
+// *ContentUnavailableError when it passes by itself, and nil otherwise.
+func asUnavailable(ctx context.Context, kind, id string, err error) *ContentUnavailableError {
+	cause, ok := TransientContentError(ctx, err)
+	if !ok {
+		return nil
+	}
+	return &ContentUnavailableError{Kind: kind, ID: id, Cause: cause, Err: err}
 }
 
 // TransientContentError tells whether err, from reading a Content with the
@@ -116,14 +145,32 @@ func TransientContentError(parent context.Context, err error) (cause string, ok 
 	return "", false
 }
 
-// contentWait is a deploy attempt waiting to read its Content again.
+// waitUnavailable makes bd's deploy wait when err, from reading one of its
+// inputs, is a *ContentUnavailableError: Ready False with
+// ReasonWaitingContent, read again after the short fixed wait, no failure
+// counted (not the deployment's fault). ok tells whether it did; any other
+// err is the caller's to handle.
+func (r *Reconciler) waitUnavailable(ctx context.Context, bd *fleet.BundleDeployment, err error) (res ctrl.Result, ok bool) {
+	unavailable := (*ContentUnavailableError)(nil)
+	if !errors.As(err, &unavailable) {
+		return ctrl.Result{}, false
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("deploy input unavailable, retrying shortly",
+		"input", unavailable.kind(), "name", unavailable.ID, "error", unavailable.Err.Error())
+	setWaiting(bd, ReasonWaitingContent, unavailable.Error())
+	key := types.NamespacedName{Namespace: bd.Namespace, Name: bd.Name}
+	return ctrl.Result{RequeueAfter: r.recordContentWait(key, attemptID(bd))}, true
+}
+
+// contentWait is a deploy attempt waiting to read its Content (or values
+// Secret) again.
 type contentWait struct {
 	attempt string
 	until   time.Time
 }
 
 // contentWaitRemaining is how long the attempt (attemptID) of key must
-// still wait before its Content is read again: events in between (a drift
+// still wait before its inputs are read again: events in between (a drift
 // event of what is deployed) do not add reads to an overloaded API server.
 func (r *Reconciler) contentWaitRemaining(key types.NamespacedName, attempt string) time.Duration {
 	r.mu.Lock()
@@ -135,7 +182,7 @@ func (r *Reconciler) contentWaitRemaining(key types.NamespacedName, attempt stri
 	return time.Until(w.until)
 }
 
-// recordContentWait schedules the next read of the attempt's Content and
+// recordContentWait schedules the next read of the attempt's inputs and
 // returns the wait. It leaves the failure backoff alone: a deploymentID
 // that really fails keeps its count, neither reset nor grown by an
 // overload.

@@ -404,17 +404,19 @@ func (r *Reconciler) deploy(ctx context.Context, bd *fleet.BundleDeployment) (ct
 	if wait := max(r.backoffRemaining(key, attemptID(bd)), r.contentWaitRemaining(key, attemptID(bd))); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, false, nil
 	}
+	// An overloaded or unreachable API server, for either read, is not
+	// the deployment's fault: a short fixed wait, no failure backoff.
 	opts, err := r.options(ctx, bd)
+	if res, waiting := r.waitUnavailable(ctx, bd, err); waiting {
+		return res, false, nil
+	}
 	if err != nil {
 		setWaiting(bd, ReasonWaitingValues, err.Error())
 		return ctrl.Result{RequeueAfter: r.failed(key, bd)}, false, nil
 	}
 	m, err := r.manifest(ctx, bd)
-	if unavailable := (*ContentUnavailableError)(nil); errors.As(err, &unavailable) {
-		// Not the deployment's fault: a short fixed wait, no failure backoff.
-		ctrl.LoggerFrom(ctx).V(1).Info("content unavailable, retrying shortly", "content", unavailable.ID, "error", unavailable.Err.Error())
-		setWaiting(bd, ReasonWaitingContent, unavailable.Error())
-		return ctrl.Result{RequeueAfter: r.recordContentWait(key, attemptID(bd))}, false, nil
+	if res, waiting := r.waitUnavailable(ctx, bd, err); waiting {
+		return res, false, nil
 	}
 	var takeOver string
 	if err == nil {

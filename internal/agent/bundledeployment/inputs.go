@@ -26,17 +26,33 @@ import (
 
 type unstructuredObj = unstructured.Unstructured
 
-// options returns the BundleDeployment options with the Helm values put
-// back from the values Secret (contract: Secret named like the
-// BundleDeployment, key "values", sha256 = spec.valuesHash). It is a GET,
-// not a cached list: the agent never caches Secrets upstream.
+// options returns bd's options with the Helm values put back from its
+// values Secret (ReadOptions). It is a GET, not a cached list: the agent
+// never caches Secrets upstream.
 func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (fleet.BundleDeploymentOptions, error) {
+	return ReadOptions(ctx, bd, func(s *corev1.Secret) error {
+		return r.apiReader.Get(ctx, client.ObjectKeyFromObject(bd), s)
+	})
+}
+
+// ReadOptions returns bd's options with the Helm values put back from the
+// values Secret (contract: Secret named like the BundleDeployment in its
+// namespace, key "values", sha256 = spec.valuesHash), which get reads. A
+// read that failed because the API server is overloaded or unreachable is
+// a *ContentUnavailableError (KindValuesSecret), waited for as a Content
+// is; a Secret missing, forbidden, not matching the hash yet or not JSON
+// is an error the caller backs off from. The real and the simulated agents
+// both read values through it.
+func ReadOptions(ctx context.Context, bd *fleet.BundleDeployment, get func(*corev1.Secret) error) (fleet.BundleDeploymentOptions, error) {
 	opts := *bd.Spec.Options.DeepCopy()
 	if bd.Spec.ValuesHash == "" {
 		return opts, nil
 	}
 	s := &corev1.Secret{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(bd), s); err != nil {
+	if err := get(s); err != nil {
+		if unavailable := asUnavailable(ctx, KindValuesSecret, bd.Name, err); unavailable != nil {
+			return opts, unavailable
+		}
 		return opts, fmt.Errorf("reading values secret %s: %w", bd.Name, err)
 	}
 	raw := s.Data["values"]
@@ -64,7 +80,7 @@ func (r *Reconciler) options(ctx context.Context, bd *fleet.BundleDeployment) (f
 // retried a few times quickly (0.1s, doubling) before the caller's general
 // backoff (seconds) takes over. An overloaded or unreachable API server is
 // a *ContentUnavailableError, which the caller retries shortly instead
-// (see ReadManifest).
+// (see ReadManifest, waitUnavailable).
 func (r *Reconciler) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*manifest.Manifest, error) {
 	return ReadManifest(ctx, r.contents, bd)
 }

@@ -23,8 +23,9 @@ const (
 	ReasonNotReady          = "NotReady"
 	ReasonModified          = "Modified"
 	ReasonMonitored         = "Monitored"
-	// ReasonWaitingContent: the Content could not be read because the API
-	// server is overloaded or unreachable; it is read again shortly.
+	// ReasonWaitingContent: the Content or the values Secret could not be
+	// read because the API server is overloaded or unreachable; it is read
+	// again shortly.
 	ReasonWaitingContent = "WaitingForContent"
 )
 

@@ -2,8 +2,6 @@ package simulator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -398,8 +396,9 @@ func (a *agent) handle(ctx context.Context, bd *fleet.BundleDeployment) {
 		a.s.Stats.Failures.Add(1)
 		if unavailable := (*bundledeployment.ContentUnavailableError)(nil); errors.As(err, &unavailable) {
 			// As the real agent: an overloaded or unreachable API server
-			// is retried after a short fixed wait, not the failure backoff.
-			log.FromContext(ctx).Info("content unavailable, retrying shortly", "bundledeployment", bd.Name, "error", err.Error())
+			// (reading the Content or the values Secret) is retried after
+			// a short fixed wait, not the failure backoff.
+			log.FromContext(ctx).Info("deploy input unavailable, retrying shortly", "bundledeployment", bd.Name, "error", err.Error())
 			time.AfterFunc(bundledeployment.ContentRetryAfter(), func() { a.retry(bd.Name) })
 			return
 		}
@@ -483,29 +482,13 @@ func (a *agent) manifest(ctx context.Context, bd *fleet.BundleDeployment) (*mani
 }
 
 // options puts the Helm values from the values Secret back into the
-// options (contract 5), checking the hash.
+// options (contract 5) exactly as the real agent does
+// (bundledeployment.ReadOptions): an overloaded or unreachable API server
+// is a *bundledeployment.ContentUnavailableError, retried shortly.
 func (a *agent) options(ctx context.Context, bd *fleet.BundleDeployment) (fleet.BundleDeploymentOptions, error) {
-	opts := *bd.Spec.Options.DeepCopy()
-	if bd.Spec.ValuesHash == "" {
-		return opts, nil
-	}
-	s := &corev1.Secret{}
-	if err := a.s.coreClient.Get().Namespace(bd.Namespace).Resource("secrets").Name(bd.Name).Do(ctx).Into(s); err != nil {
-		return opts, fmt.Errorf("reading values secret: %w", err)
-	}
-	d := sha256.Sum256(s.Data["values"])
-	if hex.EncodeToString(d[:]) != bd.Spec.ValuesHash {
-		return opts, fmt.Errorf("values secret %s does not match valuesHash yet", bd.Name)
-	}
-	values := map[string]any{}
-	if err := json.Unmarshal(s.Data["values"], &values); err != nil {
-		return opts, fmt.Errorf("values secret %s: %w", bd.Name, err)
-	}
-	if opts.Helm == nil {
-		opts.Helm = &fleet.HelmOptions{}
-	}
-	opts.Helm.Values = &fleet.GenericMap{Data: values}
-	return opts, nil
+	return bundledeployment.ReadOptions(ctx, bd, func(s *corev1.Secret) error {
+		return a.s.coreClient.Get().Namespace(bd.Namespace).Resource("secrets").Name(bd.Name).Do(ctx).Into(s)
+	})
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
