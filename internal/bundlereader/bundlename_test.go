@@ -3,8 +3,10 @@ package bundlereader
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,7 +79,7 @@ func TestBundleNameFromFleetYAML(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeRepo(t, tc.files)
+			dir := writeRepo(t, withManifest(tc.files))
 			bs, err := Read(context.Background(), tc.repo, dir, nil, Options{})
 			if tc.wantErr != nil {
 				if err == nil {
@@ -173,4 +175,19 @@ func FuzzFleetYAMLName(f *testing.F) {
 			t.Fatalf("name %q accepted, but it is no label value: %v", fy.Name, errs)
 		}
 	})
+}
+
+// withManifest adds a manifest beside each fleet.yaml of files that has
+// none: a bundle without resources is skipped, as in Rancher Fleet.
+func withManifest(files map[string]string) map[string]string {
+	out := maps.Clone(files)
+	for name := range files {
+		if base := path.Base(name); base != "fleet.yaml" && base != "fleet.yml" {
+			continue
+		}
+		if cm := path.Join(path.Dir(name), "cm.yaml"); out[cm] == "" {
+			out[cm] = "kind: A\n"
+		}
+	}
+	return out
 }

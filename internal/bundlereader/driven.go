@@ -31,10 +31,13 @@ import (
 // overlay per environment, say); a name in the options file wins.
 //
 // An entry whose bundle has no resource is skipped with a warning, as in
-// Rancher Fleet: its previous Bundle is then pruned by the caller. Any
-// other error fails the whole read, so a caller never applies a partial set
-// (which would prune the rest), and so does a list none of whose entries
-// has a resource.
+// Rancher Fleet: its previous Bundle is then pruned by the caller. Unlike
+// a literal path without resources (Read), this is kept: Rancher Fleet
+// (0.14, CreateBundlesDriven) skips such an entry and prunes its Bundle
+// while deploying the others, so failing here would stop repositories that
+// work there. Any other error fails the whole read, so a caller never
+// applies a partial set (which would prune the rest), and so does a list
+// none of whose entries has a resource.
 func ReadDriven(ctx context.Context, name, root string, bundles []fleet.BundlePath, opts Options) ([]*fleet.Bundle, error) {
 	if len(bundles) == 0 {
 		return nil, fmt.Errorf("driven scan: no bundles listed")

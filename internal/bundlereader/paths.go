@@ -9,6 +9,13 @@ package bundlereader
 // with only a README, Rancher's main use of the skip) is skipped, with a
 // warning; a read in which nothing yields a bundle still fails, since an
 // empty result would make the caller prune every Bundle of the GitRepo.
+//
+// A bundle directory whose bundle has no resource (a fleet.yaml alone, or
+// with only its values files) is skipped with a warning, as Rancher Fleet
+// skips it (ErrNoResources), so its Bundle is pruned like that of a
+// directory removed from under a path. Read checks it once the bundle is
+// built; a literal path none of whose directories yields a bundle then
+// fails the read, as a literal path holding nothing does (literals).
 
 import (
 	"errors"
@@ -16,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -27,18 +35,29 @@ type pathScan struct {
 	// firstDir is the first directory of paths[0], which Options.FleetYAML
 	// defines; empty without Options.FleetYAML.
 	firstDir string
-	// skipped says, one entry per directory a glob matched, why it yields
-	// no bundle; Read reports them as warnings, or in its error when
-	// nothing yields a bundle.
+	// skipped says, one entry per directory a glob matched or bundle
+	// without resources, why it yields no bundle; Read reports them as
+	// warnings, or in its error when nothing yields a bundle.
 	skipped []string
+	// literals are the literal paths and the bundle directories each
+	// found: each must yield a bundle (emptyLiteral).
+	literals []literalPath
+}
+
+// literalPath is a path without glob and the bundle directories it found.
+type literalPath struct {
+	path string
+	dirs []string
 }
 
 // scanPaths expands paths (globs allowed, a leading "/" meaning the
 // repository root) into bundle directories. A literal path must name a
-// directory holding something to deploy, and a glob must match at least
-// one directory; anything else (a path outside the repository, an invalid
-// glob, a directory that cannot be read) is an error too. Only directories
-// a glob matches that hold nothing to deploy are recorded in skipped.
+// directory holding something to deploy (recorded in literals, so that
+// Read can check it yields a bundle with resources), and a glob must match
+// at least one directory; anything else (a path outside the repository,
+// an invalid glob, a directory that cannot be read) is an error too. Only
+// directories a glob matches that hold nothing to deploy are recorded in
+// skipped.
 func scanPaths(fs *fsys, paths []string, fleetYAML []byte) (*pathScan, error) {
 	scan := &pathScan{}
 	seen := map[string]bool{}
@@ -97,7 +116,28 @@ func scanLiteral(fs *fsys, p string, defined bool, scan *pathScan) ([]string, er
 	if len(found) == 0 {
 		return nil, fmt.Errorf("path %q: no fleet.yaml and no YAML manifests found", fs.rel(full))
 	}
+	scan.literals = append(scan.literals, literalPath{path: p, dirs: found})
 	return found, nil
+}
+
+// emptyLiteral is the error of the first literal path none of whose
+// directories yielded a bundle (built), nil when each yielded one. Such a
+// path (say one whose manifests a commit removed, leaving its fleet.yaml)
+// fails the read as a missing path does: Rancher Fleet would skip it and
+// prune its Bundles, deleting what is deployed because an input went bad.
+func (s *pathScan) emptyLiteral(fs *fsys, built map[string]bool) error {
+	for _, l := range s.literals {
+		if slices.ContainsFunc(l.dirs, func(d string) bool { return built[d] }) {
+			continue
+		}
+		names := make([]string, 0, len(l.dirs))
+		for _, d := range l.dirs {
+			names = append(names, displayPath(fs.rel(d)))
+		}
+		return fmt.Errorf("path %q: no resources to deploy in %s (a fleet.yaml alone deploys nothing: add manifests, a Helm chart or a kustomization)",
+			l.path, strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // scanGlob discovers the bundle directories of the matches of glob p. It

@@ -138,7 +138,10 @@ type Options struct {
 	SyncGeneration int64
 	// Auth is used for chart downloads; AuthByPath overrides it per bundle
 	// path (relative to root). HelmRepoURLRegex restricts which repository
-	// URLs receive the username and password.
+	// URLs receive the username and password of either, as Rancher Fleet's
+	// fleet apply does with --helm-credentials-by-path-file; a GitRepo
+	// with helmSecretNameForPaths leaves it empty (readerOptions in
+	// internal/gitops/controller), as Rancher Fleet's gitjob does.
 	Auth             HelmAuth
 	AuthByPath       map[string]HelmAuth
 	HelmRepoURLRegex string
@@ -153,13 +156,15 @@ type Options struct {
 // Read walks root/paths (globs allowed; default ".") and returns one Bundle
 // per bundle directory, named NAME-<path> via names.HelmReleaseName (or
 // fleet.yaml's name as written) and sorted by name. A path that does not
-// exist, names a file, or holds nothing to deploy, and a glob that
-// matches no directory, fail the read (Rancher Fleet skips them, and so
-// prunes their bundles). Only a directory a glob matches that holds no
-// fleet.yaml nor YAML is skipped, with a warning (Options.Warn), and the
-// read fails when nothing yields a bundle: an empty result would make the
-// caller prune every bundle. Any error fails the whole read, so a caller
-// never applies a partial set of bundles (which would prune the rest).
+// exist, names a file, or holds nothing to deploy (no fleet.yaml nor YAML,
+// or only bundles without resources), and a glob that matches no
+// directory, fail the read (Rancher Fleet skips them, and so prunes their
+// bundles). A directory a glob matches that holds no fleet.yaml nor YAML,
+// and a bundle without resources (a fleet.yaml alone, as Rancher Fleet
+// skips it) are skipped with a warning (Options.Warn), and the read fails
+// when nothing yields a bundle: an empty result would make the caller
+// prune every bundle. Any error fails the whole read, so a caller never
+// applies a partial set of bundles (which would prune the rest).
 func Read(ctx context.Context, name, root string, paths []string, opts Options) ([]*fleet.Bundle, error) {
 	opts.Limits = opts.Limits.withDefaults()
 	fs, err := newFS(root, opts.Limits)
@@ -175,6 +180,7 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 	}
 	bundles := make([]*fleet.Bundle, 0, len(scan.dirs))
 	byName := map[string]string{}
+	built := map[string]bool{} // the directories that yielded a bundle
 	for _, d := range scan.dirs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -187,11 +193,21 @@ func Read(ctx context.Context, name, root string, paths []string, opts Options) 
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", displayPath(fs.rel(d)), err)
 		}
+		if len(b.Spec.Resources) == 0 {
+			// As in Rancher Fleet (ErrNoResources): no Bundle, and its
+			// name is not taken.
+			scan.skipped = append(scan.skipped, fmt.Sprintf("bundle %s: no resources to deploy", displayPath(fs.rel(d))))
+			continue
+		}
 		if other, dup := byName[b.Name]; dup {
 			return nil, fmt.Errorf("paths %s and %s both produce bundle %q; set a distinct name in fleet.yaml", other, displayPath(fs.rel(d)), b.Name)
 		}
 		byName[b.Name] = displayPath(fs.rel(d))
+		built[d] = true
 		bundles = append(bundles, b)
+	}
+	if err := scan.emptyLiteral(fs, built); err != nil {
+		return nil, err
 	}
 	if len(bundles) == 0 {
 		return nil, noBundleError(paths, scan.skipped)

@@ -41,9 +41,12 @@ func TestDiscoveryAndNaming(t *testing.T) {
 		"app/inner/fleet.yml":   "defaultNamespace: inner\n",
 		"app/inner/m.yaml":      "kind: D\n",
 		"Mixed_Case/fleet.yaml": "",
+		"Mixed_Case/m.yaml":     "kind: E\n",
 		"named/fleet.yaml":      "name: custom.name\n",
+		"named/m.yaml":          "kind: F\n",
 		"docs/README.md":        "not a bundle\n",
 		"a-very-long-directory-name-that-goes-on/and-on-and-on/fleet.yaml": "",
+		"a-very-long-directory-name-that-goes-on/and-on-and-on/m.yaml":     "kind: G\n",
 	})
 	bs, err := Read(context.Background(), "repo", dir, nil, Options{Namespace: "ws"})
 	if err != nil {
@@ -147,6 +150,7 @@ func TestFleetIgnoreInDiscovery(t *testing.T) {
 			"notes.yaml":     "kind: Doc\n",
 			"keep.yaml":      "kind: ConfigMap\n",
 			"app/fleet.yaml": "{}\n",
+			"app/cm.yaml":    "kind: ConfigMap\n",
 		}, want: []string{"r", "r-app"}},
 	}
 	for _, tc := range cases {
@@ -159,7 +163,7 @@ func TestFleetIgnoreInDiscovery(t *testing.T) {
 				t.Fatalf("bundles = %q, want %q", got, tc.want)
 			}
 			for _, b := range bs {
-				if len(b.Spec.Resources) == 0 && b.Name != "r-app" {
+				if len(b.Spec.Resources) == 0 {
 					t.Errorf("bundle %s has no resources", b.Name)
 				}
 			}
@@ -318,7 +322,8 @@ func TestBadInput(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = l.Close() })
 		}, want: `path ".": no fleet.yaml and no YAML manifests found`},
-		{name: "duplicate names", files: map[string]string{"a/fleet.yaml": "name: same\n", "b/fleet.yaml": "name: same\n"}, want: `both produce bundle "same"`},
+		{name: "duplicate names", files: map[string]string{"a/fleet.yaml": "name: same\n", "a/cm.yaml": "kind: A\n",
+			"b/fleet.yaml": "name: same\n", "b/cm.yaml": "kind: A\n"}, want: `both produce bundle "same"`},
 		{name: "bad regex", files: map[string]string{"fleet.yaml": ""}, opts: Options{HelmRepoURLRegex: "("}, want: "invalid helm repo URL regex"},
 	}
 	for _, tc := range cases {

@@ -222,9 +222,23 @@ func readerOptions(repo *fleet.GitRepo, commit string, auth bundlereader.HelmAut
 		SyncGeneration:     repo.Spec.ForceSyncGeneration,
 		Auth:               auth,
 		AuthByPath:         byPath,
-		HelmRepoURLRegex:   repo.Spec.HelmRepoURLRegex,
+		HelmRepoURLRegex:   helmRepoURLRegex(repo),
 		Limits:             limits,
 	}
+}
+
+// helmRepoURLRegex is the helmRepoURLRegex the reader applies: none with
+// helmSecretNameForPaths. Rancher Fleet's gitjob passes the regex to fleet
+// apply only with helmSecretName, so the credentials of a path's entry go
+// to its charts whatever their URL (still only to the host a chart is
+// fetched from, and not to its dependencies' repositories); applying the
+// regex would refuse them for charts that work in Rancher. helmSecretName
+// is then ignored (helmAuth), so the regex has nothing else to restrict.
+func helmRepoURLRegex(repo *fleet.GitRepo) string {
+	if repo.Spec.HelmSecretNameForPaths != "" {
+		return ""
+	}
+	return repo.Spec.HelmRepoURLRegex
 }
 
 func orDefault(s, def string) string {
