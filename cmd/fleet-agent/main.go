@@ -28,19 +28,22 @@ import (
 
 func main() {
 	var opts agent.Options
+	// Flags take their defaults from the environment before the logger
+	// exists: what could not be used is logged once it does.
+	var ignored []ignoredEnv
 	fs := pflag.NewFlagSet("fleet-agent", pflag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster the agent manages (empty: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.StringVar(&opts.Namespace, "namespace", envOr("NAMESPACE", "cattle-fleet-system"), "agent namespace (env NAMESPACE)")
-	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", register.DefaultCheckinInterval), "how often the agent reports in (env CHECKIN_INTERVAL)")
-	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", register.DefaultWorkers), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
+	fs.DurationVar(&opts.CheckinInterval, "checkin-interval", envDuration("CHECKIN_INTERVAL", register.DefaultCheckinInterval, &ignored), "how often the agent reports in (env CHECKIN_INTERVAL)")
+	fs.IntVar(&opts.Workers, "workers", envInt("BUNDLEDEPLOYMENT_RECONCILER_WORKERS", register.DefaultWorkers, &ignored), "concurrent BundleDeployment reconciles (env BUNDLEDEPLOYMENT_RECONCILER_WORKERS)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", envOr("FLEET_AGENT_METRICS_BIND_ADDRESS", "0"), "metrics address; 0 disables (env FLEET_AGENT_METRICS_BIND_ADDRESS)")
 	var sims simulatorFlags
 	fs.IntVar(&sims.count, "simulators", 0, "run this many simulated agents in this process instead of one agent (scale testing)")
 	fs.StringVar(&sims.apply, "simulate-apply", "status-only", "with --simulators: status-only (report Ready, touch no downstream cluster) or real (deploy into namespace sim<index in 5 digits>, e.g. sim00003)")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "compete for Lease fleet-agent in the agent namespace so that one replica acts")
-	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", register.DefaultLeaseDuration), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
-	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", register.DefaultRenewDeadline), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
-	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", register.DefaultRetryPeriod), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
+	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", envDuration("CATTLE_ELECTION_LEASE_DURATION", register.DefaultLeaseDuration, &ignored), "lease duration (env CATTLE_ELECTION_LEASE_DURATION)")
+	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", envDuration("CATTLE_ELECTION_RENEW_DEADLINE", register.DefaultRenewDeadline, &ignored), "lease renew deadline (env CATTLE_ELECTION_RENEW_DEADLINE)")
+	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", envDuration("CATTLE_ELECTION_RETRY_PERIOD", register.DefaultRetryPeriod, &ignored), "lease retry period (env CATTLE_ELECTION_RETRY_PERIOD)")
 	pprofAddr := fs.String("pprof-bind-address", os.Getenv("FLEET_AGENT_PPROF_BIND_ADDRESS"), "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); empty disables (env FLEET_AGENT_PPROF_BIND_ADDRESS)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logFlags := logging.AddFlags(fs)
@@ -50,6 +53,10 @@ func main() {
 		return
 	}
 	log := logFlags.Setup("fleet-agent")
+	for _, e := range ignored {
+		log.Info("WARNING: ignoring environment variable, using the default instead",
+			"variable", e.name, "value", e.value, "expected", e.expected, "default", e.def)
+	}
 	if limit := memlimit.Apply(); limit > 0 {
 		log.Info("Go memory limit set from the container limit", "bytes", limit)
 	}
@@ -107,16 +114,38 @@ func envOr(k, def string) string {
 	return def
 }
 
-func envDuration(k string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(k)); err == nil && d > 0 {
+// ignoredEnv is an environment variable main could not use: its value
+// and what it took instead. None of the variables read here is secret.
+type ignoredEnv struct{ name, value, expected, def string }
+
+// envDuration is $k as a Go duration (1.5h, 30s), else def: unset, empty
+// or zero (Rancher's "0 is the default") quietly, anything else (a typo,
+// a negative value) recorded in ignored for main to log.
+func envDuration(k string, def time.Duration, ignored *[]ignoredEnv) time.Duration {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err == nil && d > 0:
 		return d
+	case err != nil || d < 0:
+		*ignored = append(*ignored, ignoredEnv{name: k, value: v, expected: "a positive duration such as 30s or 1.5h", def: def.String()})
 	}
 	return def
 }
 
-func envInt(k string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
+// envInt is $k as a whole number of 1 or more, else def: unset or empty
+// quietly, anything else recorded in ignored for main to log.
+func envInt(k string, def int, ignored *[]ignoredEnv) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
 		return n
 	}
+	*ignored = append(*ignored, ignoredEnv{name: k, value: v, expected: "a whole number of 1 or more", def: strconv.Itoa(def)})
 	return def
 }

@@ -113,17 +113,16 @@ func main() {
 	}
 }
 
-// validateAgentFlags refuses agent settings that are zero (a flag's zero
-// would silently mean the agent's default) or that the agent could not
-// run with.
+// validateAgentFlags refuses agent counts that are zero (a flag's zero
+// would silently mean the agent's default) and settings the agent could
+// not run with. A zero --agent-leader-election-* duration is the agent's
+// default, as 0 is in Rancher's chart (AgentSettings.Validate).
 func validateAgentFlags(s registration.AgentSettings) error {
 	switch {
 	case s.Replicas < 1:
 		return fmt.Errorf("--agent-replicas must be at least 1, have %d", s.Replicas)
 	case s.Workers < 1:
 		return fmt.Errorf("--agent-workers must be at least 1, have %d", s.Workers)
-	case s.LeaseDuration <= 0 || s.RenewDeadline <= 0 || s.RetryPeriod <= 0:
-		return fmt.Errorf("--agent-leader-election-* durations must be positive, have %v, %v, %v", s.LeaseDuration, s.RenewDeadline, s.RetryPeriod)
 	}
 	return s.Validate()
 }

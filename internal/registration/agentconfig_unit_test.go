@@ -21,8 +21,10 @@ func TestAgentImage(t *testing.T) {
 	}{
 		{image: "ghcr.io/fleetgo/fleet-agent:latest", private: "", want: "ghcr.io/fleetgo/fleet-agent:latest"},
 		{image: "ghcr.io/fleetgo/fleet-agent:latest", private: "registry.internal:5000", want: "registry.internal:5000/fleetgo/fleet-agent:latest"},
-		// systemDefaultRegistry prefixed by the chart is replaced.
+		// The fleet chart's --agent-image with systemDefaultRegistry (which
+		// takes the place of ghcr.io there): that registry is replaced.
 		{image: "registry.example.com/fleetgo/fleet-agent:v1", private: "mirror.local", want: "mirror.local/fleetgo/fleet-agent:v1"},
+		{image: "registry.internal:5000/fleetgo/fleet-agent:v0.1.0", private: "mirror.local", want: "mirror.local/fleetgo/fleet-agent:v0.1.0"},
 		{image: "localhost:5000/fleet-agent:dev", private: "mirror.local", want: "mirror.local/fleet-agent:dev"},
 		{image: "localhost/fleet-agent:dev", private: "mirror.local", want: "mirror.local/fleet-agent:dev"},
 		// Docker Hub names have no registry component to replace.
