@@ -98,13 +98,14 @@ type Reconciler struct {
 
 // buildState is what the last build of one HelmOp did.
 type buildState struct {
-	generation int64     // the spec generation built (or tried)
-	err        error     // nil after a success
-	failures   int       // consecutive failures, for the backoff
-	next       time.Time // when to build again; zero: only on a spec change
-	polled     time.Time // when the version was last resolved
-	version    string    // the version resolved then
-	policy     string    // what the Policies decided then (policyStamp)
+	generation int64        // the spec generation built (or tried)
+	err        error        // nil after a success
+	failures   int          // consecutive failures, for the backoff
+	next       time.Time    // when to build again; zero: only on a spec change
+	polled     time.Time    // when the version was last resolved
+	version    string       // the version resolved then
+	policy     string       // what the Policies decided then (policyStamp)
+	kept       []keptBundle // the Bundles of older names pruneRenamed last kept
 }
 
 // Setup registers the reconciler with mgr.
@@ -196,6 +197,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
+	// Bundles of older names are pruned first, so that the status names
+	// only those kept; it is written even when pruning failed (the error
+	// is retried), so that the build's outcome shows, with the Bundles
+	// kept last time: a failed look does not drop their note.
+	kept, waiting, pruneErr := r.pruneRenamed(ctx, op)
+	if pruneErr != nil {
+		kept = st.kept
+	}
+	st.kept = kept
 	if err := r.writeStatus(ctx, op, outcome{
 		Err:     st.err,
 		Input:   isInputError(st.err),
@@ -203,16 +213,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Version: st.version,
 		Polling: pollingInterval(op, r.Opts.MinPollingInterval) > 0,
 		Built:   st.err == nil && st.generation == op.Generation,
+		Kept:    kept,
 	}, bundle); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(pruneErr, err)
+	}
+	if pruneErr != nil {
+		return ctrl.Result{}, pruneErr
 	}
 	var requeue time.Duration
 	if !st.next.IsZero() {
 		requeue = max(time.Until(st.next), time.Second)
-	}
-	waiting, err := r.pruneRenamed(ctx, op)
-	if err != nil {
-		return ctrl.Result{}, err
 	}
 	if waiting && (requeue == 0 || requeue > renamePoll) {
 		requeue = renamePoll

@@ -3,6 +3,7 @@ package helmop
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,12 +22,23 @@ import (
 // wake it.
 const renamePoll = 5 * time.Second
 
+// keptBundle is a Bundle of the HelmOp under an older name that
+// pruneRenamed keeps, and why: the HelmOp's status names it
+// (renameMessage) until it is deleted.
+type keptBundle struct {
+	Name, Why string
+}
+
 // pruneRenamed deletes op's Bundles named otherwise than op.Name once the
-// Bundle named op.Name has taken over their deployments, and reports
-// whether one still waits. Such a Bundle is one an earlier version of this
-// project wrote: it named the Bundle after the HelmOp made a Helm release
-// name ("my.app" gave "my-app-deaa787f"), where Rancher Fleet, and now
-// this controller, use the HelmOp's name as it is.
+// Bundle named op.Name has taken over their deployments. It returns those
+// it keeps (for the status), and whether they wait for a hand-over under
+// way (the Bundle named op.Name exists), which the caller looks at again.
+// On an error it returns no list: a partial one would drop notes from the
+// status, so the caller keeps the last one.
+// Such a Bundle is one an earlier version of this project wrote: it named
+// the Bundle after the HelmOp made a Helm release name ("my.app" gave
+// "my-app-deaa787f"), where Rancher Fleet, and now this controller, use
+// the HelmOp's name as it is.
 //
 // The default release name of both is the same (names.HelmReleaseName of
 // the Bundle name, which leaves a release name as it is), so the agent
@@ -39,10 +51,10 @@ const renamePoll = 5 * time.Second
 // all (see handedOver). Nothing is deleted while the Bundle named op.Name
 // does not exist (its build failed, or was refused): the old one keeps
 // deploying.
-func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, error) {
+func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) ([]keptBundle, bool, error) {
 	var list fleet.BundleList
 	if err := r.Client.List(ctx, &list, client.InNamespace(op.Namespace), client.MatchingLabelsSelector{Selector: ownSelector(op)}); err != nil {
-		return false, fmt.Errorf("listing bundles to prune: %w", err)
+		return nil, false, fmt.Errorf("listing bundles to prune: %w", err)
 	}
 	var cur *fleet.Bundle
 	var old []*fleet.Bundle
@@ -55,31 +67,56 @@ func (r *Reconciler) pruneRenamed(ctx context.Context, op *fleet.HelmOp) (bool, 
 			old = append(old, b)
 		}
 	}
-	if cur == nil || len(old) == 0 {
-		return false, nil
+	if len(old) == 0 {
+		return nil, false, nil
+	}
+	if cur == nil {
+		// Not written yet (a failed or refused build, or before the
+		// first), or a Bundle of that name belongs to something else
+		// (the build then fails): the hand-over has not begun, and the
+		// Bundle's creation wakes the HelmOp.
+		kept := make([]keptBundle, 0, len(old))
+		for _, b := range old {
+			kept = append(kept, keptBundle{Name: b.Name, Why: fmt.Sprintf("bundle %s is not written by this HelmOp (yet)", op.Name)})
+		}
+		return kept, false, nil
 	}
 	curDeps, err := r.deployments(ctx, cur)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("helmop", client.ObjectKeyFromObject(op))
-	waiting := false
+	var kept []keptBundle
 	for _, b := range old {
 		oldDeps, err := r.deployments(ctx, b)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		if ok, why := handedOver(oldDeps, curDeps, cur); !ok {
 			log.V(1).Info("keeping the helmop's bundle of an older name", "bundle", b.Name, "why", why)
-			waiting = true
+			kept = append(kept, keptBundle{Name: b.Name, Why: why})
 			continue
 		}
 		log.Info("deleting the helmop's bundle of an older name, its deployments taken over", "bundle", b.Name, "by", cur.Name)
 		if err := r.Client.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return false, fmt.Errorf("pruning bundle %s: %w", b.Name, err)
+			return nil, false, fmt.Errorf("pruning bundle %s: %w", b.Name, err)
 		}
 	}
-	return waiting, nil
+	return kept, len(kept) > 0, nil
+}
+
+// renameMessage tells, for the HelmOp's status, which Bundles of older
+// names are kept and why, in name order; empty when none is. It is not a
+// failure: the kept Bundle keeps deploying until its deployments are
+// taken over.
+func renameMessage(kept []keptBundle) string {
+	kept = slices.Clone(kept)
+	slices.SortFunc(kept, func(a, b keptBundle) int { return strings.Compare(a.Name, b.Name) })
+	parts := make([]string, 0, len(kept))
+	for _, k := range kept {
+		parts = append(parts, fmt.Sprintf("bundle %s of an older name is kept until its deployments are taken over: %s", k.Name, k.Why))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // deployment is what handedOver needs of one BundleDeployment: the
@@ -136,20 +173,25 @@ func handedOver(old, curDeps map[string]deployment, cur *fleet.Bundle) (bool, st
 		return true, ""
 	}
 	st := &cur.Status
+	// A rejection first: it leaves observedGeneration behind too, but
+	// waits for a change of the HelmOp, not for the Bundle controller.
 	switch {
-	case st.ObservedGeneration != cur.Generation:
-		return false, fmt.Sprintf("bundle %s is not processed yet", cur.Name)
 	case summary.Rejection(cur) != nil:
 		return false, fmt.Sprintf("bundle %s is rejected", cur.Name)
+	case st.ObservedGeneration != cur.Generation:
+		return false, fmt.Sprintf("bundle %s is not processed yet", cur.Name)
 	case st.NewlyCreated >= st.MaxNew:
 		return false, fmt.Sprintf("bundle %s has deployments left to create", cur.Name)
 	}
 	failed, complete := targetErrors(st.Summary, curDeps)
 	slices.Sort(missing)
+	// In key order: the reason goes into the status, which must not
+	// change on every look while nothing else does.
+	keys := slices.Sorted(maps.Keys(failed))
 	for _, ns := range missing {
-		for key, msg := range failed {
+		for _, key := range keys {
 			if (key != "" && key == old[ns].Cluster) || clusterNamespaceOf(key) == ns {
-				return false, fmt.Sprintf("bundle %s has a target error for cluster %s: %s", cur.Name, key, msg)
+				return false, fmt.Sprintf("bundle %s has a target error for cluster %s: %s", cur.Name, key, failed[key])
 			}
 		}
 	}

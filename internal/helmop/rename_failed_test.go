@@ -43,11 +43,13 @@ func TestHelmOpRenamedBundleKeptWhileTargetFails(t *testing.T) {
 		if b.Status.ObservedGeneration != b.Generation || b.Status.Summary.ErrApplied != 1 {
 			return fmt.Errorf("bundle %s: observed %d of %d, summary %+v", opName, b.Status.ObservedGeneration, b.Generation, b.Status.Summary)
 		}
-		c := condition(getOp(t, ns, opName), fleet.ConditionReady)
+		got := getOp(t, ns, opName)
+		c := condition(got, fleet.ConditionReady)
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "region") {
 			return fmt.Errorf("helmop ready = %+v", c)
 		}
-		return nil
+		// The status says the old Bundle is kept, and why.
+		return r.keptShown(got, "bundle "+opName+" has a target error for cluster "+ns+"/down")
 	})
 	fleettest.Consistently(t, 8*time.Second, func() error {
 		b := &fleet.Bundle{}

@@ -99,6 +99,9 @@ func TestHandedOver(t *testing.T) {
 		{name: "older generation processed", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(2, 1, 1, 50), why: "not processed"},
 		{name: "more to create", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 50, 50), why: "left to create"},
 		{name: "rejected at its generation", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 0, 50, stalled), why: "rejected"},
+		// A rejection leaves observedGeneration behind: the status says
+		// rejected, not waiting to be processed.
+		{name: "rejected, observedGeneration behind", old: deps("c1"), cur: deps(), bundle: bundle(2, 1, 0, 50, stalled), why: "is rejected"},
 		{name: "processed, c2 no target", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50), want: true},
 		{name: "failed target in c2", old: deps("c1", "c2"), cur: deps("c1"), bundle: bundle(1, 1, 1, 50, failedIn("c2")),
 			why: "target error for cluster fleet-default/c2: template"},
@@ -121,5 +124,29 @@ func TestHandedOver(t *testing.T) {
 				t.Fatalf("why = %q, want %q", why, tc.why)
 			}
 		})
+	}
+}
+
+// TestHandedOverStableWhy: when several target errors speak for the same
+// cluster namespace (here the deployment's labels name another cluster
+// than its namespace's), the reason handedOver gives, which goes into the
+// HelmOp's status, is the same on every look: the first cluster by name.
+func TestHandedOverStableWhy(t *testing.T) {
+	const ws = "fleet-default"
+	old := map[string]deployment{names.ClusterNamespace(ws, "c2"): {Cluster: ws + "/c9", State: fleet.Ready}}
+	b := &fleet.Bundle{
+		ObjectMeta: metav1.ObjectMeta{Name: "my.app", Generation: 1},
+		Status:     fleet.BundleStatus{ObservedGeneration: 1, NewlyCreated: 0, MaxNew: 50},
+	}
+	for _, c := range []string{"c9", "c2"} {
+		b.Status.Summary.ErrApplied++
+		b.Status.Summary.NonReadyResources = append(b.Status.Summary.NonReadyResources,
+			fleet.NonReadyResource{Name: ws + "/" + c, State: fleet.ErrApplied, Message: "error in " + c})
+	}
+	const want = "bundle my.app has a target error for cluster fleet-default/c2: error in c2"
+	for range 100 {
+		if ok, why := handedOver(old, map[string]deployment{}, b); ok || why != want {
+			t.Fatalf("handedOver = %v, %q; want false, %q", ok, why, want)
+		}
 	}
 }

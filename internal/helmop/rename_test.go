@@ -173,10 +173,12 @@ func TestHelmOpRenamedBundleKeepsRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleettest.Eventually(t, timeout, func() error {
-		if c := condition(getOp(t, ns, opName), fleet.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
+		got := getOp(t, ns, opName)
+		if c := condition(got, fleet.ConditionStalled); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("stalled = %+v", c)
 		}
-		return nil
+		// The status says which Bundle still deploys, and why.
+		return r.keptShown(got, "bundle "+opName+" is rejected")
 	})
 	fleettest.Consistently(t, 3*time.Second, func() error {
 		b := &fleet.Bundle{}
@@ -258,8 +260,13 @@ func (r oldNamed) waitHandedOver(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("old bundledeployment: %v", err)
 		}
-		if c := condition(getOp(t, r.ns, r.opName), fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		got := getOp(t, r.ns, r.opName)
+		if c := condition(got, fleet.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("helmop ready = %+v", c)
+		}
+		// The old Bundle is gone, and so is its mention.
+		if strings.Contains(got.Status.Display.Message, r.oldName) || strings.Contains(condition(got, fleet.ConditionReady).Message, r.oldName) {
+			return fmt.Errorf("helmop status still names bundle %s: %+v", r.oldName, got.Status.Display)
 		}
 		return nil
 	})
@@ -271,6 +278,17 @@ func (r oldNamed) waitHandedOver(t *testing.T) {
 		t.Fatalf("the app's ConfigMap was deleted and created again (uid %s, was %s)", after.UID, r.cmUID)
 	}
 	waitRelease(t, r.cns, r.opName, r.appNS+"/"+r.oldName+":2")
+}
+
+// keptShown checks that op's Ready message and display message name the
+// old Bundle as kept, and why.
+func (r oldNamed) keptShown(op *fleet.HelmOp, why string) error {
+	want := "bundle " + r.oldName + " of an older name is kept until its deployments are taken over: " + why
+	c := condition(op, fleet.ConditionReady)
+	if c == nil || !strings.Contains(c.Message, want) || !strings.Contains(op.Status.Display.Message, want) {
+		return fmt.Errorf("helmop ready = %+v, display %+v; want a message with %q", c, op.Status.Display, want)
+	}
+	return nil
 }
 
 // waitRelease waits until BundleDeployment name in cns is deployed and

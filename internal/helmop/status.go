@@ -45,6 +45,9 @@ type outcome struct {
 	Polling bool
 	// Built says the current generation was built successfully.
 	Built bool
+	// Kept are the Bundles of older names pruneRenamed keeps until the
+	// Bundle named after the HelmOp has taken their deployments over.
+	Kept []keptBundle
 }
 
 // computeStatus sets every status field this controller owns. Ready is True
@@ -52,9 +55,11 @@ type outcome struct {
 // clusters, so a failing download is never hidden behind healthy old
 // deployments.
 func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet.Bundle) {
+	// Messages quote the Bundle, which quotes agents: each is cut so that
+	// the API server never refuses the status write.
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation,
+			Type: t, Status: s, Reason: reason, Message: summary.ConditionMessage(msg), ObservedGeneration: generation,
 		})
 	}
 	if o.Built {
@@ -116,31 +121,47 @@ func computeStatus(st *fleet.HelmOpStatus, generation int64, o outcome, b *fleet
 		set(fleet.ConditionReconciling, metav1.ConditionFalse, ReasonBuilt, "")
 	}
 
-	readyMsg := summary.ReadyMessage(bs, "Bundle")
+	r := readyStatus(o, bs, rejected, waiting)
+	// Notes that are no failure follow: a Bundle of an older name kept
+	// during the rename hand-over (on any outcome: it is what still
+	// deploys), and the Bundle's warnings when the build worked.
+	if o.Err == nil && rejected == nil && !waiting && b != nil {
+		r.msg = summary.JoinMessages(r.msg, summary.BundleWarnings([]*fleet.Bundle{b}))
+	}
+	r.msg = summary.ConditionMessage(summary.JoinMessages(r.msg, renameMessage(o.Kept)))
+	set(fleet.ConditionReady, r.status, r.reason, r.msg)
+	st.Display.State, st.Display.Message, st.Display.Error = r.state, r.msg, r.err
+}
+
+// readyState is the Ready condition and display computed by readyStatus.
+type readyState struct {
+	status             metav1.ConditionStatus
+	reason, msg, state string
+	err                bool
+}
+
+// readyStatus is Ready as the last build and the Bundle (summarised in bs)
+// make it, before the notes computeStatus adds.
+func readyStatus(o outcome, bs fleet.BundleSummary, rejected *metav1.Condition, waiting bool) readyState {
 	switch {
 	case o.Err != nil:
 		reason := ReasonBuildFailed
 		if o.Input {
 			reason = ReasonInvalidSpec
 		}
-		set(fleet.ConditionReady, metav1.ConditionFalse, reason, o.Err.Error())
-		st.Display.State, st.Display.Message, st.Display.Error = "Error", o.Err.Error(), true
+		return readyState{status: metav1.ConditionFalse, reason: reason, msg: o.Err.Error(), state: "Error", err: true}
 	case rejected != nil:
-		set(fleet.ConditionReady, metav1.ConditionFalse, rejected.Reason, rejected.Message)
-		st.Display.State, st.Display.Message, st.Display.Error = "Error", rejected.Message, true
+		return readyState{status: metav1.ConditionFalse, reason: rejected.Reason, msg: rejected.Message, state: "Error", err: true}
 	case waiting:
-		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonWaitingBundle, "waiting for the bundle to be processed")
-		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.WaitApplied), "waiting for the bundle to be processed", false
+		return readyState{status: metav1.ConditionFalse, reason: ReasonWaitingBundle, msg: "waiting for the bundle to be processed", state: string(fleet.WaitApplied)}
 	case !summary.IsReady(bs):
-		if readyMsg == "" {
-			readyMsg = fmt.Sprintf("%s ready", summary.ReadyCount(bs))
+		msg := summary.ReadyMessage(bs, "Bundle")
+		if msg == "" {
+			msg = fmt.Sprintf("%s ready", summary.ReadyCount(bs))
 		}
-		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonBundleNotReady, readyMsg)
-		st.Display.State, st.Display.Message, st.Display.Error = string(summary.WorstState(bs)), readyMsg, false
-	default:
-		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundleReady, "")
-		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), "", false
+		return readyState{status: metav1.ConditionFalse, reason: ReasonBundleNotReady, msg: msg, state: string(summary.WorstState(bs))}
 	}
+	return readyState{status: metav1.ConditionTrue, reason: ReasonBundleReady, state: string(fleet.Ready)}
 }
 
 // bundleRejection is the Bundle's Stalled condition when the Bundle

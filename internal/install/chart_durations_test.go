@@ -80,7 +80,8 @@ func TestControllerChartDurationsAsRancher(t *testing.T) {
 // agent.reconciler.workers.bundledeployment as the fleet chart does,
 // instead of handing the agent a value it would silently replace with its
 // default; decimals are taken, and 0 is the default (for checkinInterval:
-// the manager's, from the token's values).
+// the manager's, from the token's values; for workers: 50).
+// agent.replicas 0 is taken as given: it stops the agent.
 func TestAgentChartChecksValuesAsFleetChart(t *testing.T) {
 	for _, tc := range []struct {
 		values, env, want string
@@ -90,6 +91,9 @@ func TestAgentChartChecksValuesAsFleetChart(t *testing.T) {
 		{values: "leaderElection: {leaseDuration: 0}", env: "CATTLE_ELECTION_LEASE_DURATION", want: "30s"},
 		{values: "leaderElection: {retryPeriod: 2.5s}", env: "CATTLE_ELECTION_RETRY_PERIOD", want: "2.5s"},
 		{values: "agent: {reconciler: {workers: {bundledeployment: 7}}}", env: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", want: "7"},
+		{values: "agent: {reconciler: {workers: {bundledeployment: 0}}}", env: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", want: "50"},
+		{values: "agent: {reconciler: {workers: {bundledeployment: \"0\"}}}", env: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", want: "50"},
+		{values: "{}", env: "BUNDLEDEPLOYMENT_RECONCILER_WORKERS", want: "50"},
 	} {
 		env := envOf(container(t, renderDeployments(t, charts.Agent, yamlValues(t, tc.values))["fleet-agent"]))
 		if env[tc.env] != tc.want {
@@ -102,7 +106,9 @@ func TestAgentChartChecksValuesAsFleetChart(t *testing.T) {
 		{values: "leaderElection: {leaseDuration: 30}", want: `leaderElection.leaseDuration "30" is not a duration`},
 		{values: "leaderElection: {renewDeadline: soon}", want: `leaderElection.renewDeadline "soon" is not a duration`},
 		{values: "leaderElection: {retryPeriod: -10s}", want: `leaderElection.retryPeriod "-10s" is not a duration`},
-		{values: "agent: {reconciler: {workers: {bundledeployment: 0}}}", want: `agent.reconciler.workers.bundledeployment "0" is not a whole number`},
+		{values: "agent: {reconciler: {workers: {bundledeployment: -1}}}", want: `agent.reconciler.workers.bundledeployment "-1" is not a whole number`},
+		{values: "agent: {replicas: -1}", want: `agent.replicas "-1" is not a whole number`},
+		{values: "agent: {replicas: two}", want: `agent.replicas "two" is not a whole number`},
 		{values: "agent: {reconciler: {workers: {bundledeployment: many}}}", want: `agent.reconciler.workers.bundledeployment "many" is not a whole number`},
 	} {
 		vals := yamlValues(t, tc.values)
@@ -112,6 +118,20 @@ func TestAgentChartChecksValuesAsFleetChart(t *testing.T) {
 		_, err := install.Render(charts.Agent, install.RenderOptions{ReleaseName: "fleet-agent", Namespace: "cattle-fleet-system", Values: vals})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one saying %s", tc.values, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		values string
+		want   int32
+	}{
+		{values: "{}", want: 1},
+		{values: "agent: {replicas: 0}", want: 0},
+		{values: "agent: {replicas: \"0\"}", want: 0},
+		{values: "agent: {replicas: 3}", want: 3},
+	} {
+		d := renderDeployments(t, charts.Agent, yamlValues(t, tc.values))["fleet-agent"]
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.want {
+			t.Errorf("%s: replicas = %v, want %d", tc.values, d.Spec.Replicas, tc.want)
 		}
 	}
 }

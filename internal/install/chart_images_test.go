@@ -1,11 +1,13 @@
 package install_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetgo/fleet/charts"
 	"github.com/fleetgo/fleet/internal/install"
@@ -98,6 +100,45 @@ tokenName: token-name
 		}
 		if _, err := install.Render(chart, opts); err == nil || !strings.Contains(err.Error(), "global.cattle.imagePullSecrets") {
 			t.Errorf("%s with a pull secret without name: err = %v", chart, err)
+		}
+	}
+}
+
+// TestControllerConfigMapRecordsPullSecretNames: the fleet-controller
+// ConfigMap records global.cattle.imagePullSecrets as Rancher's config
+// does, a list of Secret names, whichever form the values use.
+func TestControllerConfigMapRecordsPullSecretNames(t *testing.T) {
+	for values, want := range map[string][]string{
+		`global: {cattle: {imagePullSecrets: [{name: regcred}, other, regcred]}}`: {"regcred", "other"},
+		`{}`: {},
+	} {
+		out, err := install.Render(charts.Controller, install.RenderOptions{Namespace: "cattle-fleet-system", Values: yamlValues(t, values)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := install.Objects(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, o := range objs {
+			if o.GetKind() != "ConfigMap" || o.GetName() != "fleet-controller" {
+				continue
+			}
+			found = true
+			data, _, _ := unstructured.NestedString(o.Object, "data", "config")
+			var cfg struct {
+				ImagePullSecrets []string `json:"imagePullSecrets"`
+			}
+			if err := json.Unmarshal([]byte(data), &cfg); err != nil {
+				t.Fatalf("%s: config %q: %v", values, data, err)
+			}
+			if !slices.Equal(cfg.ImagePullSecrets, want) {
+				t.Errorf("%s: config imagePullSecrets %q, want %q", values, cfg.ImagePullSecrets, want)
+			}
+		}
+		if !found {
+			t.Fatalf("%s: no ConfigMap fleet-controller", values)
 		}
 	}
 }

@@ -65,13 +65,13 @@ func ReportedState(bd *fleet.BundleDeployment) fleet.BundleState {
 
 // DeploymentMessage is the most useful human message of a deployment: the
 // Deployed error, else the Offline mark's message, else the Ready message
-// when not ready.
+// when not ready, cut to MaxAgentMessage.
 func DeploymentMessage(bd *fleet.BundleDeployment) string {
 	if m := deployedError(bd); m != "" {
 		return m
 	}
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionOffline); c != nil && c.Status == "True" {
-		return c.Message
+		return AgentMessage(c.Message)
 	}
 	return notReadyMessage(bd)
 }
@@ -87,14 +87,14 @@ func ReportedMessage(bd *fleet.BundleDeployment) string {
 
 func deployedError(bd *fleet.BundleDeployment) string {
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionDeployed); c != nil && c.Status == "False" {
-		return c.Message
+		return AgentMessage(c.Message)
 	}
 	return ""
 }
 
 func notReadyMessage(bd *fleet.BundleDeployment) string {
 	if c := meta.FindStatusCondition(bd.Status.Conditions, fleet.ConditionReady); c != nil && c.Status == "False" {
-		return c.Message
+		return AgentMessage(c.Message)
 	}
 	return ""
 }
@@ -138,9 +138,17 @@ func Increment(s *fleet.BundleSummary, name string, state fleet.BundleState, bd 
 		r.NonReadyStatus = capped(bd.Status.NonReadyStatus)
 		// bd may be an informer cache's own object: the summary must not
 		// share memory with it, or decoding an API response into the
-		// summary's owner would write into the cache.
+		// summary's owner would write into the cache. The agent wrote
+		// these details too: each is cut like its messages.
 		for i := range r.NonReadyStatus {
-			r.NonReadyStatus[i].Summary.Message = slices.Clone(r.NonReadyStatus[i].Summary.Message)
+			msgs := slices.Clone(r.NonReadyStatus[i].Summary.Message)
+			for j := range msgs {
+				msgs[j] = AgentMessage(msgs[j])
+			}
+			r.NonReadyStatus[i].Summary.Message = msgs
+		}
+		for i := range r.ModifiedStatus {
+			r.ModifiedStatus[i].Patch = AgentMessage(r.ModifiedStatus[i].Patch)
 		}
 	}
 	s.NonReadyResources = append(s.NonReadyResources, r)

@@ -66,6 +66,23 @@ func incrementPlan(s *fleet.BundleSummary, p *target.Plan) {
 	summary.Increment(s, p.Target.Key(), state, bd)
 }
 
+// planWarnings are the warnings of the deployments (summary.Warning),
+// such as stale downstreamResources copies an agent could not delete.
+// An offline cluster's are left out: nothing its agent last reported is
+// current.
+func planWarnings(plans []*target.Plan) []summary.Warning {
+	var out []summary.Warning
+	for _, p := range plans {
+		if p.Deployment == nil || p.Target.Offline {
+			continue
+		}
+		if reason, msg, ok := summary.DeploymentWarning(p.Deployment); ok {
+			out = append(out, summary.Warning{Name: p.Target.Key(), Reason: reason, Message: msg})
+		}
+	}
+	return out
+}
+
 // setStatus computes the Bundle status from the reconcile's outcome. It is
 // pure, so the caller can compare it with the stored one.
 func setStatus(b *fleet.Bundle, in statusInput) {
@@ -104,7 +121,10 @@ func setStatus(b *fleet.Bundle, in statusInput) {
 	st.Display.ReadyClusters = summary.ReadyCount(s)
 	st.Display.State = string(summary.WorstState(s))
 	cond := metav1.Condition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady, ObservedGeneration: b.Generation}
-	msg := summary.ReadyMessage(s, "Cluster")
+	// Warnings follow whatever keeps the Bundle from Ready; alone, they
+	// are the message of a Ready=True condition.
+	msg := summary.JoinMessages(summary.ReadyMessage(s, "Cluster"), summary.WarningMessage("Cluster", planWarnings(in.Plans)))
+	cond.Message = msg
 	if len(errs) > 0 {
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonTargetErrors
 		more := ""
@@ -118,6 +138,9 @@ func setStatus(b *fleet.Bundle, in statusInput) {
 	} else if !summary.IsReady(s) {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNotReady, msg
 	}
+	// It quotes agents: cut, or a status write the API server refuses
+	// would freeze the Bundle's status for all its clusters.
+	cond.Message = summary.ConditionMessage(cond.Message)
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.RemoveStatusCondition(&st.Conditions, fleet.ConditionStalled)
 	st.ObservedGeneration = b.Generation

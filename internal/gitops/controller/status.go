@@ -66,6 +66,9 @@ type bundleStatus struct {
 	// they change, so they are errors, not waiting.
 	Failed []failedBundle
 	Count  int
+	// Warnings are the ready Bundles' warnings (summary.BundleWarnings),
+	// e.g. stale downstreamResources copies an agent could not delete.
+	Warnings string
 }
 
 // failedBundle is a Bundle's Stalled condition.
@@ -81,8 +84,10 @@ func summarizeBundles(bundles []fleet.Bundle, bds []*fleet.BundleDeployment) bun
 	out.Count = len(bundles)
 	sort.Slice(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
 	first := true
+	ptrs := make([]*fleet.Bundle, 0, len(bundles))
 	for i := range bundles {
 		b := &bundles[i]
+		ptrs = append(ptrs, b)
 		// A Bundle's non-ready entries name clusters; the GitRepo's name
 		// the Bundle (Rancher's "[Bundle <name>: <message>]").
 		bsum := b.Status.Summary
@@ -106,6 +111,7 @@ func summarizeBundles(bundles []fleet.Bundle, bds []*fleet.BundleDeployment) bun
 		}
 		first = false
 	}
+	out.Warnings = summary.BundleWarnings(ptrs)
 	if len(out.Summary.NonReadyResources) > summary.MaxNonReadyResources {
 		out.Summary.NonReadyResources = out.Summary.NonReadyResources[:summary.MaxNonReadyResources]
 	}
@@ -169,9 +175,11 @@ func setBundleStatus(st *fleet.GitRepoStatus, bs bundleStatus) {
 // when the last sync worked AND every deployment is ready, so a failing
 // sync is never hidden behind healthy old deployments (rancher/fleet#4865).
 func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs bundleStatus) {
+	// Messages quote Bundles, which quote agents: each is cut so that
+	// the API server never refuses the status write.
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation,
+			Type: t, Status: s, Reason: reason, Message: summary.ConditionMessage(msg), ObservedGeneration: generation,
 		})
 	}
 	failure := o.SyncErr
@@ -225,16 +233,20 @@ func setConditions(st *fleet.GitRepoStatus, generation int64, o syncOutcome, bs 
 		st.Display.State, st.Display.Message, st.Display.Error = "GitError", failure.Error(), true
 	case len(bs.Failed) > 0:
 		r, msg := failedMessage(bs.Failed)
+		msg = summary.ConditionMessage(msg)
 		set(fleet.ConditionReady, metav1.ConditionFalse, r, msg)
 		st.Display.State, st.Display.Message, st.Display.Error = "Error", msg, true
 	case !summary.IsReady(bs.Summary) || len(bs.Waiting) > 0:
 		if readyMsg == "" {
 			readyMsg = fmt.Sprintf("waiting for %d bundle(s) to be processed", len(bs.Waiting))
 		}
+		readyMsg = summary.ConditionMessage(summary.JoinMessages(readyMsg, bs.Warnings))
 		set(fleet.ConditionReady, metav1.ConditionFalse, ReasonNotReady, readyMsg)
 		st.Display.State, st.Display.Message, st.Display.Error = string(summary.WorstState(bs.Summary)), readyMsg, false
 	default:
-		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundlesReady, "")
-		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), "", false
+		// Warnings of ready Bundles leave the GitRepo Ready.
+		warnings := summary.ConditionMessage(bs.Warnings)
+		set(fleet.ConditionReady, metav1.ConditionTrue, ReasonBundlesReady, warnings)
+		st.Display.State, st.Display.Message, st.Display.Error = string(fleet.Ready), warnings, false
 	}
 }
