@@ -52,3 +52,39 @@ func BenchmarkCompute10k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRetarget10kx10 is a full retarget: 10 bundles each computed
+// over the same 10,000 clusters, as the bundle workers do after a manager
+// restart; with values every cluster shares, and with half of the bundles'
+// values templated per cluster (where rendering dominates).
+func BenchmarkRetarget10kx10(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		templated func(j int) bool
+	}{
+		{"shared-values", func(int) bool { return false }},
+		{"half-templated", func(j int) bool { return j%2 == 0 }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			in := benchInput(10000, nil)
+			bundles := make([]*fleet.Bundle, 10)
+			for j := range bundles {
+				values := map[string]interface{}{"replicas": int64(j)}
+				if bc.templated(j) {
+					values = map[string]interface{}{"name": "${ .ClusterName }"}
+				}
+				bundles[j] = benchInput(0, values).Bundle
+				bundles[j].Name = fmt.Sprintf("app-%d", j)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, bu := range bundles {
+					in.Bundle = bu
+					if _, err := Compute(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

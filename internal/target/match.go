@@ -19,26 +19,52 @@ type ClusterInfo struct {
 	// Groups are the groups of the cluster's namespace whose selector
 	// matches its labels (see GroupsOf).
 	Groups []*fleet.ClusterGroup
+	// Unknown are the groups of the cluster's namespace whose selector
+	// cannot be evaluated: whether the cluster is in them is not known,
+	// so no criterion that could choose it through one of them can be
+	// decided (see Matcher.Undecided).
+	Unknown []InvalidGroup
 }
 
-// GroupsOf returns the groups (of any namespace) that contain the cluster: same
-// namespace and a non-nil selector matching its labels. An invalid group
-// selector matches nothing rather than failing every bundle.
-func GroupsOf(c *fleet.Cluster, groups []*fleet.ClusterGroup) []*fleet.ClusterGroup {
-	var out []*fleet.ClusterGroup
+// InvalidGroup is a ClusterGroup whose selector the API server accepted but
+// that cannot be evaluated (operator In without values, an unknown
+// operator, ...).
+type InvalidGroup struct {
+	Group *fleet.ClusterGroup
+	Err   error
+}
+
+func (g InvalidGroup) Error() string {
+	return fmt.Sprintf("ClusterGroup %s/%s has a selector that cannot be evaluated: %v", g.Group.Namespace, g.Group.Name, g.Err)
+}
+
+// NewClusterInfo is the cluster with its groups and the groups whose
+// membership is unknown, out of the groups given (of any namespace).
+func NewClusterInfo(c *fleet.Cluster, groups []*fleet.ClusterGroup) ClusterInfo {
+	in, unknown := GroupsOf(c, groups)
+	return ClusterInfo{Cluster: c, Groups: in, Unknown: unknown}
+}
+
+// GroupsOf returns the groups (of any namespace) that contain the cluster:
+// same namespace and a non-nil selector matching its labels. The groups of
+// its namespace whose selector cannot be evaluated are returned apart:
+// treating one as empty would drop its clusters from every target that
+// names it and delete what is deployed there.
+func GroupsOf(c *fleet.Cluster, groups []*fleet.ClusterGroup) (in []*fleet.ClusterGroup, unknown []InvalidGroup) {
 	for _, g := range groups {
 		if g.Namespace != c.Namespace || g.Spec.Selector == nil {
 			continue
 		}
 		sel, err := metav1.LabelSelectorAsSelector(g.Spec.Selector)
 		if err != nil {
+			unknown = append(unknown, InvalidGroup{Group: g, Err: err})
 			continue
 		}
 		if sel.Matches(labels.Set(c.Labels)) {
-			out = append(out, g)
+			in = append(in, g)
 		}
 	}
-	return out
+	return in, unknown
 }
 
 // Criteria are the cluster-choosing fields shared by targets, restrictions
@@ -81,34 +107,53 @@ func NewMatcher(c Criteria) (*Matcher, error) {
 
 // Match reports whether the cluster satisfies every set criterion.
 func (m *Matcher) Match(ci ClusterInfo) bool {
-	if m == nil || m.empty {
+	if m == nil || m.empty || !m.matchCluster(ci.Cluster) {
 		return false
 	}
-	c := ci.Cluster
+	if !m.usesGroups() {
+		return true
+	}
+	// Group criteria are evaluated per group: one group must satisfy both.
+	for _, g := range ci.Groups {
+		if m.groupFits(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Undecided returns a group of ci.Unknown that decides whether m matches
+// the cluster, or nil when the answer is known without them: m has no
+// group criteria, its other criteria already fail, or a group the cluster
+// is known to be in satisfies them. Of several such groups the one with
+// the smallest name is returned, so that the message naming it does not
+// depend on the order of a cache.
+func (m *Matcher) Undecided(ci ClusterInfo) *InvalidGroup {
+	if len(ci.Unknown) == 0 || m == nil || m.empty || !m.usesGroups() || m.Match(ci) || !m.matchCluster(ci.Cluster) {
+		return nil
+	}
+	var out *InvalidGroup
+	for i := range ci.Unknown {
+		if m.groupFits(ci.Unknown[i].Group) && (out == nil || ci.Unknown[i].Group.Name < out.Group.Name) {
+			out = &ci.Unknown[i]
+		}
+	}
+	return out
+}
+
+// matchCluster checks the criteria read from the cluster itself.
+func (m *Matcher) matchCluster(c *fleet.Cluster) bool {
 	if m.name != "" && m.name != c.Name && c.Labels[fleet.ClusterDisplayNameLabel] != m.name {
 		return false
 	}
-	if m.selector != nil && !m.selector.Matches(labels.Set(c.Labels)) {
-		return false
-	}
-	if m.group != "" || m.groupSelector != nil {
-		// Group criteria are evaluated per group: one group must satisfy both.
-		found := false
-		for _, g := range ci.Groups {
-			if m.group != "" && g.Name != m.group {
-				continue
-			}
-			if m.groupSelector != nil && !m.groupSelector.Matches(labels.Set(g.Labels)) {
-				continue
-			}
-			found = true
-			break
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return m.selector == nil || m.selector.Matches(labels.Set(c.Labels))
+}
+
+func (m *Matcher) usesGroups() bool { return m.group != "" || m.groupSelector != nil }
+
+// groupFits checks the group criteria against one group.
+func (m *Matcher) groupFits(g *fleet.ClusterGroup) bool {
+	return (m.group == "" || g.Name == m.group) && (m.groupSelector == nil || m.groupSelector.Matches(labels.Set(g.Labels)))
 }
 
 func targetCriteria(t fleet.BundleTarget) Criteria {
@@ -175,17 +220,152 @@ func NewBundleMatcher(b *fleet.Bundle) (*BundleMatcher, error) {
 func (bm *BundleMatcher) nCustom() int { return len(bm.customizations) }
 
 // MatchAny reports whether any target, restriction or partition of the
-// bundle could select this cluster. The controller uses it to re-evaluate
-// only bundles a changed cluster can affect.
+// bundle could select this cluster, also through a group whose selector
+// cannot be evaluated (the bundle's stalled state may change with it). The
+// controller uses it to re-evaluate only bundles a changed cluster can
+// affect. It covers every matcher undecided looks at.
 func (bm *BundleMatcher) MatchAny(ci ClusterInfo) bool {
-	for _, list := range [][]*Matcher{bm.targets, bm.customizations, bm.restrictions} {
+	for _, list := range [][]*Matcher{bm.targets, bm.customizations, bm.restrictions, bm.partitions} {
 		for _, m := range list {
-			if m.Match(ci) {
+			if m.Match(ci) || m.Undecided(ci) != nil {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// undecided returns a group of ci.Unknown on which the bundle's answer
+// for this cluster depends, or nil. It follows selectFor's order, so that
+// a group is reported only when it can change the answer: the first real
+// target known to match decides (a later undecided one cannot); one
+// restriction known to match allows the cluster; customizations and
+// partitions count only for a cluster known to be targeted. A deleting
+// cluster is never targeted (Compute skips it).
+func (bm *BundleMatcher) undecided(ci ClusterInfo) *InvalidGroup {
+	if len(ci.Unknown) == 0 || ci.Cluster.DeletionTimestamp != nil {
+		return nil
+	}
+	idx, g := firstMatch(bm.targets, ci)
+	if g != nil || idx < 0 || bm.bundle.Spec.Targets[bm.nCustom()+idx].DoNotDeploy {
+		return g
+	}
+	if g := bm.undecidedRestriction(ci); g != nil || bm.restricted(ci) {
+		return g
+	}
+	if g := bm.undecidedCustomization(ci); g != nil {
+		return g
+	}
+	for _, m := range bm.partitions {
+		if g := m.Undecided(ci); g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+// firstMatch returns the index of the first matcher known to match the
+// cluster, or the group deciding a matcher before it (and -1).
+func firstMatch(ms []*Matcher, ci ClusterInfo) (int, *InvalidGroup) {
+	for i, m := range ms {
+		if m.Match(ci) {
+			return i, nil
+		}
+		if g := m.Undecided(ci); g != nil {
+			return -1, g
+		}
+	}
+	return -1, nil
+}
+
+// undecidedRestriction returns a group deciding whether the allow-list
+// lets the cluster in: none when a restriction is known to match.
+func (bm *BundleMatcher) undecidedRestriction(ci ClusterInfo) *InvalidGroup {
+	if len(bm.restrictions) == 0 || !bm.restricted(ci) {
+		return nil
+	}
+	for _, m := range bm.restrictions {
+		if g := m.Undecided(ci); g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+// undecidedCustomization returns a group deciding which customizations
+// apply: any one of them with AllMatches, else one before the first
+// customization known to match.
+func (bm *BundleMatcher) undecidedCustomization(ci ClusterInfo) *InvalidGroup {
+	if bm.bundle.Spec.TargetCustomizationMode != fleet.AllMatches {
+		_, g := firstMatch(bm.customizations, ci)
+		return g
+	}
+	for _, m := range bm.customizations {
+		if g := m.Undecided(ci); g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
+// UnknownGroupError is returned for a bundle whose targets cannot be
+// computed because a ClusterGroup one of its criteria could choose a
+// cluster through has a selector that cannot be evaluated.
+type UnknownGroupError struct {
+	InvalidGroup
+	// Cluster is the first cluster whose targeting depends on the group.
+	Cluster *fleet.Cluster
+}
+
+func (e *UnknownGroupError) Error() string {
+	return fmt.Sprintf("%v; whether cluster %s/%s is targeted depends on it, so the bundle's targets are not recomputed and its BundleDeployments are left as they are until the group is fixed",
+		e.InvalidGroup.Error(), e.Cluster.Namespace, e.Cluster.Name)
+}
+
+func (e *UnknownGroupError) Unwrap() error { return e.Err }
+
+// UnknownGroups returns an UnknownGroupError naming the cluster with the
+// smallest namespace/name whose targeting by b depends on a ClusterGroup
+// whose selector cannot be evaluated, or nil. Such a group cannot be taken
+// as empty: its clusters would drop out of every target naming it and
+// lose what is deployed to them. Rancher Fleet logs the group and skips
+// it; a bundle not choosing clusters by group is not concerned. The
+// cluster named does not depend on the order of clusters (a cache's), so
+// the stalled bundle's message does not change between reconciles. An
+// invalid bundle gives nil here (Compute reports it). Pure.
+func UnknownGroups(b *fleet.Bundle, clusters []ClusterInfo) error {
+	var (
+		bm  *BundleMatcher
+		out *UnknownGroupError
+	)
+	for _, ci := range clusters {
+		if len(ci.Unknown) == 0 {
+			continue
+		}
+		if bm == nil {
+			var err error
+			if bm, err = NewBundleMatcher(b); err != nil {
+				return nil
+			}
+		}
+		if out != nil && !clusterLess(ci.Cluster, out.Cluster) {
+			continue
+		}
+		if g := bm.undecided(ci); g != nil {
+			out = &UnknownGroupError{InvalidGroup: *g, Cluster: ci.Cluster}
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return out
+}
+
+func clusterLess(a, b *fleet.Cluster) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
 }
 
 // realTarget returns the index (into bundle.Spec.Targets) of the first real

@@ -53,7 +53,7 @@ func sel(kv ...string) *metav1.LabelSelector {
 func infos(groups []*fleet.ClusterGroup, cs ...*fleet.Cluster) []ClusterInfo {
 	out := make([]ClusterInfo, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, ClusterInfo{Cluster: c, Groups: GroupsOf(c, groups)})
+		out = append(out, NewClusterInfo(c, groups))
 	}
 	return out
 }
@@ -121,7 +121,7 @@ func TestCustomizationSelection(t *testing.T) {
 		cluster("prod-eu", withLabels("env", "prod", "region", "eu")),
 		cluster("prod-us", withLabels("env", "prod", "region", "us")),
 		cluster("dev-eu", withLabels("env", "dev", "region", "eu")),
-		cluster("pending"), // no status.namespace: skipped
+		cluster("pending"), // no status.namespace: a failed target
 	)
 	clusters[3].Cluster.Status.Namespace = ""
 	type want struct {
@@ -171,6 +171,12 @@ func TestCustomizationSelection(t *testing.T) {
 			}
 			seen := map[string]want{}
 			for _, tg := range got {
+				if tg.Cluster.Name == "pending" {
+					if tg.Err == nil || tg.Cluster.Status.Namespace != names.ClusterNamespace("ws", "pending") {
+						t.Fatalf("pending: err %v, namespace %q; want an error and the computed namespace", tg.Err, tg.Cluster.Status.Namespace)
+					}
+					continue
+				}
 				if tg.Err != nil {
 					t.Fatalf("%s: %v", tg.Cluster.Name, tg.Err)
 				}

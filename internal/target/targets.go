@@ -8,11 +8,11 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
-	"github.com/fleetgo/fleet/internal/names"
 )
 
 // Input is everything Compute needs, read from a cache or the API.
@@ -50,6 +50,13 @@ type Target struct {
 	// template error, a restriction violation): the cluster is left as it
 	// is and the error is shown on the bundle.
 	Err error
+	// Pending marks the failed target of a cluster registration has not
+	// got to yet (no status.namespace, no Processed condition). What is
+	// in its namespace is kept as for any failed target, but the bundle
+	// does not report it: thousands of clusters being onboarded would
+	// otherwise turn every bundle targeting them not ready, one status
+	// write each, until registration catches up.
+	Pending bool
 }
 
 // Key is "<namespace>/<name>" of the cluster.
@@ -106,7 +113,11 @@ func Compute(in Input) ([]*Target, error) {
 	shared := map[string]*sharedOptions{}
 	for _, ci := range in.Clusters {
 		c := ci.Cluster
-		if c.Status.Namespace == "" || c.DeletionTimestamp != nil {
+		// A cluster without status.namespace is not skipped: wrongNamespace
+		// gives it a failed target, so that a value cleared (by its agent,
+		// or lost in a restore of the Clusters) does not delete its
+		// BundleDeployments.
+		if c.DeletionTimestamp != nil {
 			continue
 		}
 		sel, ok := bm.selectFor(b, ci)
@@ -149,7 +160,7 @@ func Compute(in Input) ([]*Target, error) {
 }
 
 // wrongNamespace is the failed target of a cluster whose status.namespace
-// is not the namespace the manager gives it (names.ClusterNamespace), or
+// is not the namespace the manager gives it (ClusterNamespace), or
 // nil. The agent's credential may patch its Cluster's status, so the field
 // alone would let it have its BundleDeployments written into another
 // cluster's namespace, or any namespace at all. The target carries the
@@ -157,16 +168,29 @@ func Compute(in Input) ([]*Target, error) {
 // BundleDeployment there (if any) is kept as it is, and the bundle shows
 // why, until the manager has set the field back. The message leaves out
 // the value found: the agent wrote it, and the Bundle's readers are others.
+// An empty value is the same case (cleared by the agent, or the Cluster
+// restored from a backup without status), and also that of a cluster
+// registration has not given a namespace yet or refused one that belongs
+// to another Cluster (NamespaceConflict): for a failed target the bundle
+// controller does not keep a BundleDeployment labelled for another Cluster.
+// Without a Processed condition registration has not looked at the cluster
+// yet: the target is Pending. Once it has, an empty value is reported (a
+// conflict, or a value cleared after it was set).
 func wrongNamespace(ci ClusterInfo) *Target {
 	c := ci.Cluster
-	want := names.ClusterNamespace(c.Namespace, c.Name)
+	want := ClusterNamespace(c.Namespace, c.Name)
 	if c.Status.Namespace == want {
 		return nil
 	}
 	fixed := c.DeepCopy()
 	fixed.Status.Namespace = want
-	return &Target{Cluster: fixed, Info: ci,
-		Err: fmt.Errorf("status.namespace is not the cluster's namespace %s; nothing is deployed until the manager restores it", want)}
+	err := fmt.Errorf("status.namespace is not the cluster's namespace %s; nothing is deployed until the manager restores it", want)
+	pending := false
+	if c.Status.Namespace == "" {
+		err = fmt.Errorf("cluster has no namespace yet (status.namespace is empty, see the Cluster's Processed condition); nothing is deployed until the manager sets it to %s", want)
+		pending = meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionProcessed) == nil
+	}
+	return &Target{Cluster: fixed, Info: ci, Err: err, Pending: pending}
 }
 
 // selection is Fleet's deploy decision and customization choice for one

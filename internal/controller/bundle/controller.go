@@ -216,7 +216,15 @@ func clusterTargetingChanged(o, n *fleet.Cluster) bool {
 		!reflect.DeepEqual(o.Spec.TemplateValues, n.Spec.TemplateValues) ||
 		o.Status.Namespace != n.Status.Namespace ||
 		IsOffline(o) != IsOffline(n) ||
+		registered(o) != registered(n) ||
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// registered reports whether registration has processed the cluster: a
+// cluster without status.namespace is reported on its bundles only then
+// (target.Target.Pending).
+func registered(c *fleet.Cluster) bool {
+	return meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionProcessed) != nil
 }
 
 // OffSchedule reports whether a Schedule covers the cluster (the schedule
@@ -271,26 +279,21 @@ func (r *Reconciler) enqueueForCluster(ctx context.Context, q queue, versions ..
 	}
 	infos := make([]target.ClusterInfo, 0, len(versions))
 	for _, v := range versions {
-		infos = append(infos, target.ClusterInfo{Cluster: v, Groups: target.GroupsOf(v, gs)})
+		infos = append(infos, target.NewClusterInfo(v, gs))
 	}
-	// Bundles that already deploy to the cluster must see it go.
+	// Bundles that already deploy to the cluster must see it go. Their
+	// deployments are in the namespace the manager computes, not in
+	// status.namespace: the agent may write that field, and must not
+	// have the Bundles of another cluster's namespace re-evaluated.
 	deployed := map[string]bool{}
-	for _, v := range versions {
-		if v.Status.Namespace == "" {
-			continue
-		}
-		bds := &fleet.BundleDeploymentList{}
-		if err := r.List(ctx, bds, client.InNamespace(v.Status.Namespace), client.UnsafeDisableDeepCopy); err == nil {
-			for i := range bds.Items {
-				if k := BundleKeyOf(&bds.Items[i]); k != "" {
-					deployed[k] = true
-				}
+	bds := &fleet.BundleDeploymentList{}
+	if err := r.List(ctx, bds, client.InNamespace(target.ClusterNamespace(c.Namespace, c.Name)), client.UnsafeDisableDeepCopy); err == nil {
+		for i := range bds.Items {
+			k := BundleKeyOf(&bds.Items[i])
+			if rq, ok := reqForKey(k); ok && !deployed[k] {
+				deployed[k] = true
+				q.Add(rq)
 			}
-		}
-	}
-	for k := range deployed {
-		if rq, ok := reqForKey(k); ok {
-			q.Add(rq)
 		}
 	}
 	for _, ns := range r.namespacesSeeing(ctx, c.Namespace) {

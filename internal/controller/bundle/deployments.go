@@ -29,13 +29,15 @@ const (
 )
 
 // DeploymentLabels are a BundleDeployment's labels, as in Fleet: the
-// bundle's labels without kubectl.kubernetes.io/* and Rancher-internal
-// *cattle.io* keys (but with every fleet.cattle.io/* one), then the
-// bundle, cluster and content references.
+// bundle's labels without kubectl.kubernetes.io/* keys and Rancher-internal
+// keys, those containing "cattle.io/" (wrangler's
+// CleanAnnotationsForExport; "provider.cattle.io" or
+// "example.com/cattle.io-owner" stay), but with every fleet.cattle.io/*
+// one, then the bundle, cluster and content references.
 func DeploymentLabels(b *fleet.Bundle, c *fleet.Cluster, manifestID string) map[string]string {
 	out := map[string]string{}
 	for k, v := range b.Labels {
-		if strings.HasPrefix(k, "kubectl.kubernetes.io/") || (strings.Contains(k, "cattle.io") && !strings.HasPrefix(k, fleet.LabelPrefix)) {
+		if strings.HasPrefix(k, "kubectl.kubernetes.io/") || (strings.Contains(k, "cattle.io/") && !strings.HasPrefix(k, fleet.LabelPrefix)) {
 			continue
 		}
 		out[k] = v

@@ -68,7 +68,9 @@ func PreviewBundle(ctx context.Context, r client.Reader, b *fleet.Bundle) (*Prev
 	}
 	keep := map[string]bool{}
 	for _, t := range targets {
-		keep[t.Cluster.Status.Namespace] = true
+		if keeps(t, p.Existing[t.Cluster.Status.Namespace]) {
+			keep[t.Cluster.Status.Namespace] = true
+		}
 		if t.Err != nil {
 			p.Failed = append(p.Failed, t)
 			continue

@@ -12,7 +12,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/manifest"
-	"github.com/fleetgo/fleet/internal/names"
+	"github.com/fleetgo/fleet/internal/target"
 )
 
 // Cache field indexes shared by the targeting controllers (bundle, content,
@@ -20,7 +20,7 @@ import (
 // from the informer cache instead of listing against the API server.
 const (
 	// IndexClusterNamespace maps a Cluster to its status.namespace when
-	// that is the cluster's own (names.ClusterNamespace).
+	// that is the cluster's own (target.ClusterNamespace).
 	IndexClusterNamespace = "targeting.cluster.status.namespace"
 )
 
@@ -49,7 +49,7 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager) error {
 		// patch the status, and must not become "the cluster" of another
 		// cluster's namespace (its schedule, its content grant).
 		c := o.(*fleet.Cluster)
-		if ns := c.Status.Namespace; ns != "" && ns == names.ClusterNamespace(c.Namespace, c.Name) {
+		if ns := c.Status.Namespace; ns != "" && ns == target.ClusterNamespace(c.Namespace, c.Name) {
 			return []string{ns}
 		}
 		return nil

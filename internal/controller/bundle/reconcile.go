@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -182,6 +183,8 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	}
 	in, err := targetInput(ctx, r.Client, r.objs, vb, manifestID)
 	if err != nil {
+		// Before any write or delete: what is deployed stays.
+		setTargetInputError(b, err)
 		return ctrl.Result{}, err
 	}
 	if len(in.Clusters) >= largePass {
@@ -213,9 +216,13 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	keep := map[string]bool{}
 	var failed []*target.Target
 	for _, t := range targets {
-		keep[t.Cluster.Status.Namespace] = true
+		if keeps(t, existing[t.Cluster.Status.Namespace]) {
+			keep[t.Cluster.Status.Namespace] = true
+		}
 		if t.Err != nil {
-			failed = append(failed, t)
+			if !t.Pending {
+				failed = append(failed, t)
+			}
 			continue
 		}
 		p := &target.Plan{Target: t}
@@ -331,8 +338,11 @@ func targetInput(ctx context.Context, r client.Reader, objs *CachedObjects, b *f
 				// No BundleDeployment can be written for it.
 				continue
 			}
-			in.Clusters = append(in.Clusters, target.ClusterInfo{Cluster: c, Groups: target.GroupsOf(c, gs)})
+			in.Clusters = append(in.Clusters, target.NewClusterInfo(c, gs))
 		}
+	}
+	if err := target.UnknownGroups(b, in.Clusters); err != nil {
+		return in, &target.BundleError{Err: err}
 	}
 	restrictions := &fleet.GitRepoRestrictionList{}
 	if err := r.List(ctx, restrictions, client.InNamespace(b.Namespace)); err != nil {
@@ -373,24 +383,27 @@ func pointers[T any](items []T) []*T {
 }
 
 // bundleNamespaces is the bundle's namespace plus those selected by the
-// BundleNamespaceMappings of its namespace that select the bundle.
+// BundleNamespaceMappings of its namespace that select the bundle. A
+// mapping that could select it but cannot be evaluated is an error
+// (mappedNamespaces), not skipped: skipping would drop the clusters of
+// the namespaces it maps and delete their deployments. Mappings are
+// looked at by name, so that with several invalid ones the bundle's
+// message names the same one on every reconcile.
 func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]string, error) {
 	out := []string{b.Namespace}
 	mappings := &fleet.BundleNamespaceMappingList{}
 	if err := r.List(ctx, mappings, client.InNamespace(b.Namespace)); err != nil {
 		return nil, err
 	}
+	sort.Slice(mappings.Items, func(i, j int) bool { return mappings.Items[i].Name < mappings.Items[j].Name })
 	seen := map[string]bool{b.Namespace: true}
-	for _, m := range mappings.Items {
-		if m.BundleSelector == nil || m.NamespaceSelector == nil {
-			continue
-		}
-		bsel, err := metav1.LabelSelectorAsSelector(m.BundleSelector)
-		if err != nil || !bsel.Matches(labels.Set(b.Labels)) {
-			continue
-		}
-		nsel, err := metav1.LabelSelectorAsSelector(m.NamespaceSelector)
+	withClusters := func(sel labels.Selector) (bool, error) { return namespacesHoldClusters(ctx, r, sel, b.Namespace) }
+	for i := range mappings.Items {
+		nsel, err := mappedNamespaces(&mappings.Items[i], b, withClusters)
 		if err != nil {
+			return nil, err
+		}
+		if nsel == nil {
 			continue
 		}
 		nsList := &corev1.NamespaceList{}
@@ -405,6 +418,28 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 		}
 	}
 	return out, nil
+}
+
+// namespacesHoldClusters reports whether a namespace selected by sel,
+// other than own (always the bundle's), holds a Cluster.
+func namespacesHoldClusters(ctx context.Context, r client.Reader, sel labels.Selector, own string) (bool, error) {
+	nsList := &corev1.NamespaceList{}
+	if err := r.List(ctx, nsList, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, err
+	}
+	for _, ns := range nsList.Items {
+		if ns.Name == own {
+			continue
+		}
+		clusters := &fleet.ClusterList{}
+		if err := r.List(ctx, clusters, client.InNamespace(ns.Name), client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		if len(clusters.Items) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // existingDeployments maps cluster namespace → the bundle's deployment there.

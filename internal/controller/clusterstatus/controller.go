@@ -162,7 +162,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, rq ctrl.Request) (ctr
 		r.written.Delete(rq.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if c.DeletionTimestamp != nil || c.Status.Namespace == "" {
+	if c.DeletionTimestamp != nil || !ownNamespace(c) {
 		r.setWaiting(rq.NamespacedName, false)
 		return ctrl.Result{}, nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	fleet "github.com/fleetgo/fleet/api/v1alpha1"
 	"github.com/fleetgo/fleet/internal/controller/schedule"
+	"github.com/fleetgo/fleet/internal/names"
 	"github.com/fleetgo/fleet/internal/testenv/fleettest"
 )
 
@@ -302,10 +303,12 @@ func TestOtherStatusWritersKeepFlags(t *testing.T) {
 	createSchedule(t, ns, "noon", "0 0 12 * * *", time.Hour, "UTC", byLabel("env", "dev"))
 	expectFlags(t, ns, "dev", active)
 
-	// A cluster namespace makes the Cluster status controller write the
-	// Ready condition and counts.
+	// A cluster namespace (the one the manager gives the Cluster, the only
+	// one it trusts) makes the Cluster status controller write the Ready
+	// condition and counts.
 	c := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev"}}
-	updateStatus(t, c, func() { c.Status.Namespace = "cluster-" + ns + "-dev" })
+	cns := names.ClusterNamespace(ns, "dev")
+	updateStatus(t, c, func() { c.Status.Namespace = cns })
 	fleettest.Eventually(t, timeout, func() error {
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dev"}, c); err != nil {
 			return err
@@ -333,7 +336,7 @@ func TestOtherStatusWritersKeepFlags(t *testing.T) {
 		if got := schedule.FlagsOf(c); got != active {
 			return fmt.Errorf("flags %+v after the wipe", got)
 		}
-		if c.Status.Namespace != "cluster-"+ns+"-dev" || meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionReady) == nil {
+		if c.Status.Namespace != cns || meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionReady) == nil {
 			return fmt.Errorf("the other writers' fields are gone: namespace %q, conditions %v", c.Status.Namespace, c.Status.Conditions)
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,17 +18,22 @@ import (
 type Evaluation struct {
 	// Name of the Schedule.
 	Name string
-	// Err is set when the spec is invalid; the Schedule then changes no
-	// cluster, and the clusters it matched before (Frozen) keep their
-	// flags as they are unless a valid Schedule matches them.
+	// Err is set when the spec is invalid, or a ClusterGroup the
+	// targeting depends on cannot be evaluated. An invalid spec changes
+	// no cluster, and the clusters it matched before (Frozen) keep their
+	// flags as they are unless a valid Schedule matches them. An invalid
+	// ClusterGroup freezes only the clusters whose targeting depends on
+	// it: those matched regardless of it still follow the window.
 	Err *SpecError
-	// Window is where now falls (valid Schedules only).
+	// Window is where now falls (valid Schedules, and those held up by
+	// an invalid ClusterGroup).
 	Window Window
 	// Matching are the names of the clusters it targets, sorted (valid
-	// Schedules only).
+	// Schedules, and the clusters an invalid ClusterGroup leaves decided).
 	Matching []string
 	// Frozen are the clusters an invalid Schedule matched when it was last
-	// valid (its status.matchingClusters).
+	// valid (its status.matchingClusters); with an invalid ClusterGroup,
+	// the clusters whose targeting depends on the group instead.
 	Frozen []string
 	// Retry is when an invalid Schedule is worth evaluating again before
 	// maxWait: the next start, for windows refused as overlapping (the
@@ -40,7 +46,7 @@ type Evaluation struct {
 func ClusterInfos(clusters []fleet.Cluster, groups []*fleet.ClusterGroup) []target.ClusterInfo {
 	out := make([]target.ClusterInfo, len(clusters))
 	for i := range clusters {
-		out[i] = target.ClusterInfo{Cluster: &clusters[i], Groups: target.GroupsOf(&clusters[i], groups)}
+		out[i] = target.NewClusterInfo(&clusters[i], groups)
 	}
 	return out
 }
@@ -58,8 +64,9 @@ func Evaluate(s *fleet.Schedule, clusters []target.ClusterInfo, now time.Time) E
 			e.Retry = timing.At(now).NextStart
 		}
 	}
+	var undecided []string
 	if err == nil {
-		e.Matching, err = Matching(s, clusters)
+		e.Matching, undecided, err = matching(s, clusters)
 	}
 	if err != nil {
 		var se *SpecError
@@ -67,18 +74,38 @@ func Evaluate(s *fleet.Schedule, clusters []target.ClusterInfo, now time.Time) E
 			se = &SpecError{Reason: ReasonInvalidSchedule, Err: err}
 		}
 		e.Err, e.Frozen = se, s.Status.MatchingClusters
-		return e
+		if se.Reason != ReasonInvalidClusterGroup {
+			return e
+		}
+		// Only the undecided clusters wait for the group: holding those
+		// matched anyway would keep them active after the window closes.
+		e.Frozen = undecided
 	}
 	e.Window = timing.At(now)
 	return e
 }
 
+// clusterList names up to three clusters and counts the others.
+func clusterList(names []string) string {
+	const shown = 3
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s (and %d more)", strings.Join(names[:shown], ", "), len(names)-shown)
+}
+
 // validAtGeneration: this controller found the current spec generation
 // valid (a Ready condition of Rancher Fleet has no observedGeneration
-// and does not count).
+// and does not count). An invalid ClusterGroup is found only once the
+// timing checks passed, so it counts as valid timing too: a broken group
+// must not make an accepted Schedule face the overlap check again.
 func validAtGeneration(s *fleet.Schedule) bool {
 	c := FindCondition(s.Status.Conditions, fleet.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonValid && c.ObservedGeneration == s.Generation
+	if c == nil || c.ObservedGeneration != s.Generation {
+		return false
+	}
+	return (c.Status == metav1.ConditionTrue && c.Reason == ReasonValid) ||
+		(c.Status == metav1.ConditionFalse && c.Reason == ReasonInvalidClusterGroup)
 }
 
 // FindCondition returns the condition of type t, or nil.
@@ -93,8 +120,21 @@ func FindCondition(conds []fleet.ScheduleCondition, t string) *fleet.ScheduleCon
 
 // Matching returns the sorted names of the clusters s targets: those
 // matching any of its targets, each target as a GitRepo target does (all
-// of its set fields must match; an empty target matches nothing).
+// of its set fields must match; an empty target matches nothing). It is
+// an error (ReasonInvalidClusterGroup) when whether a cluster is
+// targeted depends on a ClusterGroup whose selector cannot be evaluated.
 func Matching(s *fleet.Schedule, clusters []target.ClusterInfo) ([]string, error) {
+	names, _, err := matching(s, clusters)
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// matching is Matching that, on an invalid ClusterGroup, also returns the
+// clusters matched regardless of it and, sorted, those whose targeting
+// depends on it.
+func matching(s *fleet.Schedule, clusters []target.ClusterInfo) (names, undecided []string, err error) {
 	var matchers []*target.Matcher
 	for i, t := range s.Spec.Targets.Clusters {
 		m, err := target.NewMatcher(target.Criteria{ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
@@ -104,21 +144,39 @@ func Matching(s *fleet.Schedule, clusters []target.ClusterInfo) ([]string, error
 			if name == "" {
 				name = fmt.Sprintf("#%d", i)
 			}
-			return nil, &SpecError{Reason: ReasonInvalidTarget, Err: fmt.Errorf("spec.targets.clusters %s: %w", name, err)}
+			return nil, nil, &SpecError{Reason: ReasonInvalidTarget, Err: fmt.Errorf("spec.targets.clusters %s: %w", name, err)}
 		}
 		matchers = append(matchers, m)
 	}
-	var names []string
+	var first *target.InvalidGroup
 	for _, ci := range clusters {
 		if ci.Cluster.Namespace != s.Namespace {
 			continue
 		}
 		if slices.ContainsFunc(matchers, func(m *target.Matcher) bool { return m.Match(ci) }) {
 			names = append(names, ci.Cluster.Name)
+			continue
+		}
+		for _, m := range matchers {
+			if g := m.Undecided(ci); g != nil {
+				undecided = append(undecided, ci.Cluster.Name)
+				// The smallest name, not the first found: clusters come
+				// in a cache's order and the message must not change.
+				if first == nil || g.Group.Name < first.Group.Name {
+					first = g
+				}
+				break
+			}
 		}
 	}
 	slices.Sort(names)
-	return names, nil
+	slices.Sort(undecided)
+	if first != nil {
+		return names, undecided, &SpecError{Reason: ReasonInvalidClusterGroup, Err: fmt.Errorf(
+			"%v; whether cluster(s) %s are targeted depends on it, so their flags are left as they are until the group is fixed",
+			first, clusterList(undecided))}
+	}
+	return names, nil, nil
 }
 
 // Flags are the Schedule fields of a Cluster's status.
@@ -134,7 +192,8 @@ func FlagsOf(c *fleet.Cluster) Flags {
 
 // DesiredFlags decides the flags of every cluster of a namespace from the
 // evaluations of all of its Schedules (deleted ones left out). A cluster
-// matched by a valid Schedule is scheduled, and active while any of them
+// matched by a Schedule (valid, or held up by an invalid ClusterGroup
+// that does not decide the match) is scheduled, and active while any of them
 // has a window open (windows of several Schedules add up); one matched by
 // none is neither. A cluster a remaining invalid Schedule froze and no
 // valid one matches is left out of the answer: nothing is written to it,
@@ -149,8 +208,9 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 			for _, n := range e.Frozen {
 				frozen[n] = true
 			}
-			continue
 		}
+		// An invalid spec matches nothing; an invalid ClusterGroup leaves
+		// the decided clusters to the window.
 		for _, n := range e.Matching {
 			f := want[n]
 			f.Scheduled, f.Active = true, f.Active || e.Window.Active
@@ -189,20 +249,28 @@ func Writes(want map[string]Flags, clusters []fleet.Cluster, forced []string) ma
 // ComputeStatus is the status s should have given its evaluation e at
 // now. An invalid spec keeps the last valid active, nextStartTime and
 // matchingClusters (they describe the cluster flags, which stay as they
-// were) and sets Ready=False with the error. Pure.
+// were) and sets Ready=False with the error. An invalid ClusterGroup sets
+// Ready=False too, but the window is still followed: active and
+// nextStartTime are updated, and matchingClusters lists the clusters
+// matched now plus those it listed that the group leaves undecided (their
+// flags stay as this Schedule set them). Pure.
 func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.ScheduleStatus {
 	st := *s.Status.DeepCopy()
 	cond := fleet.ScheduleCondition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
 		ObservedGeneration: s.Generation, LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second))}
 	if e.Err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, e.Err.Reason, e.Err.Error()
-	} else {
+	}
+	if e.Err == nil || e.Err.Reason == ReasonInvalidClusterGroup {
 		st.Active = e.Window.Active
 		st.NextStartTime = metav1.Time{}
 		if !e.Window.NextStart.IsZero() {
 			st.NextStartTime = metav1.NewTime(e.Window.NextStart.UTC())
 		}
 		st.MatchingClusters = e.Matching
+	}
+	if e.Err != nil && e.Err.Reason == ReasonInvalidClusterGroup {
+		st.MatchingClusters = stillHeld(e.Matching, s.Status.MatchingClusters, e.Frozen)
 	}
 	// Ready is the only condition, rebuilt each time: the wrangler
 	// conditions of a Schedule Rancher Fleet last wrote (Reconciling,
@@ -213,4 +281,18 @@ func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.Schedul
 	}
 	st.Conditions = []fleet.ScheduleCondition{cond}
 	return st
+}
+
+// stillHeld is matching plus the clusters of listed that are frozen:
+// those whose flags this Schedule set and an invalid ClusterGroup keeps
+// as they are. Sorted, once each; nil when empty.
+func stillHeld(matching, listed, frozen []string) []string {
+	out := slices.Clone(matching)
+	for _, n := range listed {
+		if slices.Contains(frozen, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

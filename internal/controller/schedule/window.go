@@ -28,10 +28,15 @@ const (
 	ReasonInvalidDuration = "InvalidDuration"
 	// ReasonInvalidTarget: a target's selector does not parse.
 	ReasonInvalidTarget = "InvalidTarget"
+	// ReasonInvalidClusterGroup: whether a cluster is targeted depends on
+	// a ClusterGroup whose selector cannot be evaluated. The spec itself
+	// is valid; the Schedule acts again once the group is fixed.
+	ReasonInvalidClusterGroup = "InvalidClusterGroup"
 )
 
-// SpecError is a Schedule spec the controller cannot act on; Reason is
-// the Ready condition's reason.
+// SpecError is a Schedule the controller cannot act on, its spec or (for
+// ReasonInvalidClusterGroup) a ClusterGroup it depends on; Reason is the
+// Ready condition's reason.
 type SpecError struct {
 	Reason string
 	Err    error
