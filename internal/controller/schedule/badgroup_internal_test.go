@@ -20,9 +20,10 @@ func badGroup(name string, labels map[string]string) *fleet.ClusterGroup {
 
 // TestEvaluateInvalidClusterGroup: a Schedule whose targeting depends on a
 // ClusterGroup whose selector cannot be evaluated freezes the clusters it
-// may have through the group; those it matches regardless of the group
-// follow its window (active at 12:30, not at 14:00); one that does not
-// depend on the group is evaluated as usual.
+// may have through the group and did not list; those it matches
+// regardless of the group, and those it may have through the group that
+// status.matchingClusters lists, follow its window (active at 12:30, not
+// at 14:00); one that does not depend on the group is evaluated as usual.
 func TestEvaluateInvalidClusterGroup(t *testing.T) {
 	open, closed := at("2030-06-15T12:30:00Z"), at("2030-06-15T14:00:00Z")
 	clusters := []fleet.Cluster{
@@ -42,13 +43,16 @@ func TestEvaluateInvalidClusterGroup(t *testing.T) {
 	}{
 		{name: "clusterGroup names it", targets: []fleet.ScheduleTarget{{ClusterGroup: "bad"}},
 			had: []string{"old"}, wantErr: true, wantFrozen: []string{"a", "b", "c"}},
-		{name: "clusterGroupSelector fits it; a cluster matched otherwise follows the window",
+		{name: "clusterGroupSelector fits it; clusters matched otherwise or listed follow the window",
 			targets: []fleet.ScheduleTarget{{ClusterGroupSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}, ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}},
 				{ClusterName: "c"}},
-			had: []string{"a", "c"}, wantErr: true, wantFrozen: []string{"a", "b"}, wantMatch: []string{"c"}},
-		{name: "a cluster matched otherwise is inactive once the window closes", closed: true,
+			had: []string{"a", "c"}, wantErr: true, wantFrozen: []string{"b"}, wantMatch: []string{"a", "c"}},
+		{name: "clusters matched otherwise or listed are inactive once the window closes", closed: true,
 			targets: []fleet.ScheduleTarget{{ClusterGroup: "bad"}, {ClusterName: "c"}},
-			had:     []string{"a", "c"}, wantErr: true, wantFrozen: []string{"a", "b"}, wantMatch: []string{"c"}},
+			had:     []string{"a", "c"}, wantErr: true, wantFrozen: []string{"b"}, wantMatch: []string{"a", "c"}},
+		{name: "all listed: none frozen, all inactive once the window closes", closed: true,
+			targets: []fleet.ScheduleTarget{{ClusterGroup: "bad"}},
+			had:     []string{"c", "b", "a"}, wantErr: true, wantMatch: []string{"a", "b", "c"}},
 		{name: "another group", targets: []fleet.ScheduleTarget{{ClusterGroup: "dev"}}, wantMatch: []string{"c"}},
 		{name: "no group criteria", targets: []fleet.ScheduleTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pinned": "yes"}}}}, wantMatch: []string{"b"}},
 		{name: "cluster criteria decide without the group", targets: []fleet.ScheduleTarget{{ClusterGroup: "bad", ClusterName: "nope"}}},
@@ -71,6 +75,9 @@ func TestEvaluateInvalidClusterGroup(t *testing.T) {
 				!strings.Contains(e.Err.Error(), "values set can't be empty") {
 				t.Fatalf("err %v, want %s naming ws/bad", e.Err, ReasonInvalidClusterGroup)
 			}
+			if !strings.Contains(e.Err.Error(), "targeting of cluster(s) a, b") {
+				t.Errorf("err %v, want the clusters waiting for the group named", e.Err)
+			}
 			if !reflect.DeepEqual(e.Frozen, tc.wantFrozen) {
 				t.Errorf("frozen %v, want %v", e.Frozen, tc.wantFrozen)
 			}
@@ -89,8 +96,8 @@ func TestEvaluateInvalidClusterGroup(t *testing.T) {
 				}
 			}
 			st := ComputeStatus(s, e, now)
-			if held := append(slices.Clone(tc.wantMatch), intersect(tc.had, tc.wantFrozen)...); !reflect.DeepEqual(st.MatchingClusters, sorted(held)) {
-				t.Errorf("status.matchingClusters %v, want %v", st.MatchingClusters, sorted(held))
+			if !reflect.DeepEqual(st.MatchingClusters, tc.wantMatch) {
+				t.Errorf("status.matchingClusters %v, want %v", st.MatchingClusters, tc.wantMatch)
 			}
 			if st.Active != !tc.closed {
 				t.Errorf("status.active %v, want %v", st.Active, !tc.closed)
@@ -133,20 +140,31 @@ func TestInvalidClusterGroupKeepsAcceptedTiming(t *testing.T) {
 	}
 }
 
-func intersect(a, b []string) []string {
-	var out []string
-	for _, n := range a {
-		if slices.Contains(b, n) {
-			out = append(out, n)
+// TestInvalidClusterGroupMessage: with two invalid groups, each deciding
+// a different cluster, the message does not say that all the clusters
+// depend on one group, and it is the same whatever order the cache
+// gives the clusters in.
+func TestInvalidClusterGroupMessage(t *testing.T) {
+	clusters := []fleet.Cluster{
+		cluster("a", map[string]string{"env": "prod"}),
+		cluster("b", map[string]string{"env": "prod"}),
+	}
+	groups := []*fleet.ClusterGroup{badGroup("worse", nil), badGroup("bad", nil)}
+	s := withTargets(fleet.ScheduleTarget{ClusterGroup: "worse", ClusterName: "b"}, fleet.ScheduleTarget{ClusterGroup: "bad", ClusterName: "a"})
+	e := Evaluate(s, ClusterInfos(clusters, groups), at("2030-06-15T12:30:00Z"))
+	if e.Err == nil || e.Err.Reason != ReasonInvalidClusterGroup {
+		t.Fatalf("err %v, want %s", e.Err, ReasonInvalidClusterGroup)
+	}
+	msg := e.Err.Error()
+	for _, want := range []string{"targeting of cluster(s) a, b depends on an invalid ClusterGroup",
+		"one of ws/bad, ws/worse", "ClusterGroup ws/bad has a selector that cannot be evaluated: ", "values set can't be empty"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
 		}
 	}
-	return out
-}
-
-func sorted(l []string) []string {
-	if len(l) == 0 {
-		return nil
+	slices.Reverse(clusters)
+	slices.Reverse(groups)
+	if again := Evaluate(s, ClusterInfos(clusters, groups), at("2030-06-15T12:31:00Z")); again.Err == nil || again.Err.Error() != msg {
+		t.Errorf("message changed with the cache order: %v, was %q", again.Err, msg)
 	}
-	slices.Sort(l)
-	return l
 }

@@ -17,10 +17,11 @@ import (
 )
 
 // TestInvalidClusterGroupFreezesFlags: the ClusterGroup a Schedule targets
-// gets a selector that cannot be evaluated. Its clusters keep their flags
-// (rather than losing scheduled, which would deploy outside the windows),
-// the Schedule is Ready=False naming the group, with a Warning Event, and
-// it acts again once the group is fixed.
+// gets a selector that cannot be evaluated. Its clusters, listed in
+// status.matchingClusters, stay scheduled and follow the window (rather
+// than losing scheduled, which would deploy outside the windows), the
+// Schedule is Ready=False naming the group, with a Warning Event, and it
+// acts again once the group is fixed.
 func TestInvalidClusterGroupFreezesFlags(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "badgroup")
@@ -82,15 +83,17 @@ func TestInvalidClusterGroupFreezesFlags(t *testing.T) {
 	expectFlags(t, ns, "a", active)
 }
 
-// TestInvalidClusterGroupLeavesDecidedClustersToWindow: a Schedule
-// targets a ClusterGroup and, by name, cluster c outside it. Once the
-// group's selector cannot be evaluated, the group's cluster a keeps its
-// flags, but c, targeted whatever the group holds, still follows the
-// window: moved to one that is closed now, c turns inactive rather than
-// staying active (which would let it deploy outside the window).
-func TestInvalidClusterGroupLeavesDecidedClustersToWindow(t *testing.T) {
+// TestInvalidClusterGroupLeavesListedClustersToWindow: a Schedule
+// targets a ClusterGroup (cluster a) and, by name, cluster c outside it.
+// Once the group's selector cannot be evaluated, its window still rules
+// a and c, both in status.matchingClusters: moved to a window that is
+// closed now, they turn inactive rather than staying active (which would
+// let their Bundles deploy outside the window). Cluster b, which joins
+// the group's labels only after the group broke, was never listed: its
+// flags are left as they are.
+func TestInvalidClusterGroupLeavesListedClustersToWindow(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "badgroup-decided")
+	ns := newNamespace(t, "badgroup-listed")
 	createCluster(t, ns, "a", map[string]string{"env": "prod"})
 	createCluster(t, ns, "c", map[string]string{"env": "dev"})
 	g := &fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"},
@@ -102,20 +105,28 @@ func TestInvalidClusterGroupLeavesDecidedClustersToWindow(t *testing.T) {
 		[]fleet.ScheduleTarget{{Name: "prod", ClusterGroup: "prod"}, {Name: "c", ClusterName: "c"}})
 	expectFlags(t, ns, "a", active)
 	expectFlags(t, ns, "c", active)
+	expectStatus(t, ns, "noon", matching("a", "c"))
 
 	update(t, g, func() {
 		g.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}
 	})
 	invalid := func(st fleet.ScheduleStatus) error {
-		if c := schedule.FindCondition(st.Conditions, fleet.ConditionReady); c == nil || c.Reason != schedule.ReasonInvalidClusterGroup {
+		c := schedule.FindCondition(st.Conditions, fleet.ConditionReady)
+		if c == nil || c.Reason != schedule.ReasonInvalidClusterGroup {
 			return fmt.Errorf("Ready %+v", c)
+		}
+		if !strings.Contains(c.Message, "depends on an invalid ClusterGroup (ClusterGroup "+ns+"/prod has a selector") {
+			return fmt.Errorf("message %q", c.Message)
 		}
 		return nil
 	}
 	expectStatus(t, ns, "noon", invalid)
+	createCluster(t, ns, "b", map[string]string{"env": "prod"})
+	setFlags(t, ns, "b", active)
 	// 03:00-04:00 UTC: closed at the suite's clock (Saturday noon).
 	update(t, s, func() { s.Spec.Schedule = "0 0 3 * * *" })
 	expectFlags(t, ns, "c", inactive)
+	expectFlags(t, ns, "a", inactive)
 	expectStatus(t, ns, "noon", func(st fleet.ScheduleStatus) error {
 		if err := invalid(st); err != nil {
 			return err
@@ -126,8 +137,10 @@ func TestInvalidClusterGroupLeavesDecidedClustersToWindow(t *testing.T) {
 		return matching("a", "c")(st)
 	})
 	fleettest.Consistently(t, 3*time.Second, func() error {
-		if got, err := flagsOf(ns, "a"); err != nil || got != active {
-			return fmt.Errorf("cluster a: %+v %v, want %+v (frozen by the group)", got, err, active)
+		for n, want := range map[string]schedule.Flags{"a": inactive, "b": active, "c": inactive} {
+			if got, err := flagsOf(ns, n); err != nil || got != want {
+				return fmt.Errorf("cluster %s: %+v %v, want %+v", n, got, err, want)
+			}
 		}
 		return nil
 	})

@@ -298,7 +298,7 @@ func newFailure(prev, next fleet.ScheduleStatus) *fleet.ScheduleCondition {
 // wakeAfter is how long until just after the next window start or end of
 // e: never before the boundary, so that the reconcile then sees the new
 // state, plus up to a second of jitter. An invalid ClusterGroup leaves the
-// window followed for the clusters it does not decide. An invalid spec is
+// window followed (Evaluation.Matching). An invalid spec is
 // looked at again at its Retry (overlapping windows: the next start), otherwise,
 // like one that never starts again, after maxWait.
 func wakeAfter(e Evaluation, now time.Time) time.Duration {

@@ -22,18 +22,24 @@ type Evaluation struct {
 	// targeting depends on cannot be evaluated. An invalid spec changes
 	// no cluster, and the clusters it matched before (Frozen) keep their
 	// flags as they are unless a valid Schedule matches them. An invalid
-	// ClusterGroup freezes only the clusters whose targeting depends on
-	// it: those matched regardless of it still follow the window.
+	// ClusterGroup leaves the window in force: the clusters matched
+	// regardless of it, and those whose targeting depends on it that
+	// status.matchingClusters lists, follow the window (Matching); only
+	// the unlisted ones that depend on it are frozen.
 	Err *SpecError
 	// Window is where now falls (valid Schedules, and those held up by
 	// an invalid ClusterGroup).
 	Window Window
-	// Matching are the names of the clusters it targets, sorted (valid
-	// Schedules, and the clusters an invalid ClusterGroup leaves decided).
+	// Matching are the names of the clusters it targets, sorted. With an
+	// invalid ClusterGroup: those matched regardless of the group plus
+	// those it leaves undecided that status.matchingClusters lists (the
+	// last known membership): a listed cluster left to its flags would
+	// stay active, and deploy, after the window closes.
 	Matching []string
 	// Frozen are the clusters an invalid Schedule matched when it was last
 	// valid (its status.matchingClusters); with an invalid ClusterGroup,
-	// the clusters whose targeting depends on the group instead.
+	// the clusters whose targeting depends on the group that it did not
+	// list: this Schedule never flagged them, so it leaves them alone.
 	Frozen []string
 	// Retry is when an invalid Schedule is worth evaluating again before
 	// maxWait: the next start, for windows refused as overlapping (the
@@ -77,15 +83,37 @@ func Evaluate(s *fleet.Schedule, clusters []target.ClusterInfo, now time.Time) E
 		if se.Reason != ReasonInvalidClusterGroup {
 			return e
 		}
-		// Only the undecided clusters wait for the group: holding those
-		// matched anyway would keep them active after the window closes.
-		e.Frozen = undecided
+		// The window is known; only the membership is not. Clusters
+		// listed before keep following the window (held back once it
+		// closes); unlisted ones are left as they are.
+		var held []string
+		held, e.Frozen = splitListed(undecided, s.Status.MatchingClusters)
+		e.Matching = append(e.Matching, held...)
+		slices.Sort(e.Matching)
 	}
 	e.Window = timing.At(now)
 	return e
 }
 
-// clusterList names up to three clusters and counts the others.
+// splitListed splits names into those listed contains and the others,
+// keeping their order. A set, not a search per name: both lists can hold
+// thousands of clusters.
+func splitListed(names, listed []string) (in, out []string) {
+	set := make(map[string]struct{}, len(listed))
+	for _, n := range listed {
+		set[n] = struct{}{}
+	}
+	for _, n := range names {
+		if _, ok := set[n]; ok {
+			in = append(in, n)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return in, out
+}
+
+// clusterList names up to three clusters (or groups) and counts the others.
 func clusterList(names []string) string {
 	const shown = 3
 	if len(names) <= shown {
@@ -133,7 +161,7 @@ func Matching(s *fleet.Schedule, clusters []target.ClusterInfo) ([]string, error
 
 // matching is Matching that, on an invalid ClusterGroup, also returns the
 // clusters matched regardless of it and, sorted, those whose targeting
-// depends on it.
+// depends on one.
 func matching(s *fleet.Schedule, clusters []target.ClusterInfo) (names, undecided []string, err error) {
 	var matchers []*target.Matcher
 	for i, t := range s.Spec.Targets.Clusters {
@@ -148,7 +176,7 @@ func matching(s *fleet.Schedule, clusters []target.ClusterInfo) (names, undecide
 		}
 		matchers = append(matchers, m)
 	}
-	var first *target.InvalidGroup
+	var bad []*target.InvalidGroup
 	for _, ci := range clusters {
 		if ci.Cluster.Namespace != s.Namespace {
 			continue
@@ -160,23 +188,39 @@ func matching(s *fleet.Schedule, clusters []target.ClusterInfo) (names, undecide
 		for _, m := range matchers {
 			if g := m.Undecided(ci); g != nil {
 				undecided = append(undecided, ci.Cluster.Name)
-				// The smallest name, not the first found: clusters come
-				// in a cache's order and the message must not change.
-				if first == nil || g.Group.Name < first.Group.Name {
-					first = g
-				}
+				bad = append(bad, g)
 				break
 			}
 		}
 	}
 	slices.Sort(names)
 	slices.Sort(undecided)
-	if first != nil {
-		return names, undecided, &SpecError{Reason: ReasonInvalidClusterGroup, Err: fmt.Errorf(
-			"%v; whether cluster(s) %s are targeted depends on it, so their flags are left as they are until the group is fixed",
-			first, clusterList(undecided))}
+	if len(bad) > 0 {
+		return names, undecided, invalidGroupError(bad, undecided)
 	}
 	return names, nil, nil
+}
+
+// invalidGroupError says which clusters wait for which groups. Each
+// cluster depends on one of the groups, not necessarily on all, so the
+// message names them apart and gives the error of the smallest name:
+// clusters come in a cache's order, and the message must not change from
+// one reconcile to the next.
+func invalidGroupError(bad []*target.InvalidGroup, undecided []string) *SpecError {
+	slices.SortFunc(bad, func(a, b *target.InvalidGroup) int { return strings.Compare(a.Group.Name, b.Group.Name) })
+	bad = slices.CompactFunc(bad, func(a, b *target.InvalidGroup) bool { return a.Group.Name == b.Group.Name })
+	first := *bad[0]
+	detail := first.Error()
+	if len(bad) > 1 {
+		names := make([]string, len(bad))
+		for i, g := range bad {
+			names[i] = g.Group.Namespace + "/" + g.Group.Name
+		}
+		detail = fmt.Sprintf("one of %s; %v", clusterList(names), first)
+	}
+	return &SpecError{Reason: ReasonInvalidClusterGroup, Err: fmt.Errorf(
+		"targeting of cluster(s) %s depends on an invalid ClusterGroup (%s); those listed in status.matchingClusters "+
+			"follow the window, the others keep their flags until the group is fixed", clusterList(undecided), detail)}
 }
 
 // Flags are the Schedule fields of a Cluster's status.
@@ -192,8 +236,8 @@ func FlagsOf(c *fleet.Cluster) Flags {
 
 // DesiredFlags decides the flags of every cluster of a namespace from the
 // evaluations of all of its Schedules (deleted ones left out). A cluster
-// matched by a Schedule (valid, or held up by an invalid ClusterGroup
-// that does not decide the match) is scheduled, and active while any of them
+// matched by a Schedule (valid, or held up by an invalid ClusterGroup:
+// see Evaluation.Matching) is scheduled, and active while any of them
 // has a window open (windows of several Schedules add up); one matched by
 // none is neither. A cluster a remaining invalid Schedule froze and no
 // valid one matches is left out of the answer: nothing is written to it,
@@ -210,7 +254,7 @@ func DesiredFlags(evals []Evaluation, clusters []fleet.Cluster) map[string]Flags
 			}
 		}
 		// An invalid spec matches nothing; an invalid ClusterGroup leaves
-		// the decided clusters to the window.
+		// the matched and the listed clusters to the window.
 		for _, n := range e.Matching {
 			f := want[n]
 			f.Scheduled, f.Active = true, f.Active || e.Window.Active
@@ -250,10 +294,10 @@ func Writes(want map[string]Flags, clusters []fleet.Cluster, forced []string) ma
 // now. An invalid spec keeps the last valid active, nextStartTime and
 // matchingClusters (they describe the cluster flags, which stay as they
 // were) and sets Ready=False with the error. An invalid ClusterGroup sets
-// Ready=False too, but the window is still followed: active and
-// nextStartTime are updated, and matchingClusters lists the clusters
-// matched now plus those it listed that the group leaves undecided (their
-// flags stay as this Schedule set them). Pure.
+// Ready=False too, but the window is still followed: active,
+// nextStartTime and matchingClusters are updated, the latter to the
+// clusters matched now plus those it listed that the group leaves
+// undecided (e.Matching: they follow the window too). Pure.
 func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.ScheduleStatus {
 	st := *s.Status.DeepCopy()
 	cond := fleet.ScheduleCondition{Type: fleet.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
@@ -269,9 +313,6 @@ func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.Schedul
 		}
 		st.MatchingClusters = e.Matching
 	}
-	if e.Err != nil && e.Err.Reason == ReasonInvalidClusterGroup {
-		st.MatchingClusters = stillHeld(e.Matching, s.Status.MatchingClusters, e.Frozen)
-	}
 	// Ready is the only condition, rebuilt each time: the wrangler
 	// conditions of a Schedule Rancher Fleet last wrote (Reconciling,
 	// lastUpdateTime) do not describe what this controller did.
@@ -281,18 +322,4 @@ func ComputeStatus(s *fleet.Schedule, e Evaluation, now time.Time) fleet.Schedul
 	}
 	st.Conditions = []fleet.ScheduleCondition{cond}
 	return st
-}
-
-// stillHeld is matching plus the clusters of listed that are frozen:
-// those whose flags this Schedule set and an invalid ClusterGroup keeps
-// as they are. Sorted, once each; nil when empty.
-func stillHeld(matching, listed, frozen []string) []string {
-	out := slices.Clone(matching)
-	for _, n := range listed {
-		if slices.Contains(frozen, n) {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
