@@ -223,13 +223,21 @@ func (bm *BundleMatcher) nCustom() int { return len(bm.customizations) }
 // bundle could select this cluster, also through a group whose selector
 // cannot be evaluated (the bundle's stalled state may change with it). The
 // controller uses it to re-evaluate only bundles a changed cluster can
-// affect. It covers every matcher undecided looks at.
+// affect. It covers every matcher undecided looks at. A partition counts
+// only through an invalid group: one that merely matches a cluster no
+// target selects changes nothing, and a targeted cluster is matched by a
+// target already.
 func (bm *BundleMatcher) MatchAny(ci ClusterInfo) bool {
-	for _, list := range [][]*Matcher{bm.targets, bm.customizations, bm.restrictions, bm.partitions} {
+	for _, list := range [][]*Matcher{bm.targets, bm.customizations, bm.restrictions} {
 		for _, m := range list {
 			if m.Match(ci) || m.Undecided(ci) != nil {
 				return true
 			}
+		}
+	}
+	for _, m := range bm.partitions {
+		if m.Undecided(ci) != nil {
+			return true
 		}
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,9 @@ type Input struct {
 	// RepoURL is the URL of the GitRepo the bundle came from, if any; it is
 	// checked against the restrictions' allowedRepoPatterns.
 	RepoURL string
+	// Now bounds Pending (see PendingWindow); zero leaves it unbounded.
+	// Passed in so that Compute stays a function of its input.
+	Now time.Time
 	// Offline reports clusters whose agent has not checked in in time.
 	Offline func(*fleet.Cluster) bool
 }
@@ -55,8 +59,19 @@ type Target struct {
 	// in its namespace is kept as for any failed target, but the bundle
 	// does not report it: thousands of clusters being onboarded would
 	// otherwise turn every bundle targeting them not ready, one status
-	// write each, until registration catches up.
+	// write each, until registration catches up. Only for PendingWindow
+	// after the Cluster's creation.
 	Pending bool
+	// PendingUntil is when Pending ends (zero: not bounded): the caller
+	// recomputes then, so that the error shows.
+	PendingUntil time.Time
+	// Refused marks the failed target of a cluster registration refused
+	// its namespace (Processed=False, NamespaceConflict): that namespace
+	// belongs to another Cluster, so the target keeps nothing there, not
+	// even a deployment labelled for this cluster (written before the
+	// check existed, or after its agent wrote the namespace into its
+	// status): the owner's agent would run it.
+	Refused bool
 }
 
 // Key is "<namespace>/<name>" of the cluster.
@@ -124,7 +139,7 @@ func Compute(in Input) ([]*Target, error) {
 		if !ok {
 			continue
 		}
-		if t := wrongNamespace(ci); t != nil {
+		if t := wrongNamespace(ci, in.Now); t != nil {
 			out = append(out, t)
 			continue
 		}
@@ -159,38 +174,73 @@ func Compute(in Input) ([]*Target, error) {
 	return out, nil
 }
 
+// PendingWindow is how long after its creation a Cluster that registration
+// has not processed is Pending. Registration normally processes a Cluster
+// within seconds; one it never processes (registration down, the Cluster
+// outside any shard it handles) must not stay hidden from the Bundles
+// targeting it.
+const PendingWindow = 10 * time.Minute
+
+// reasonNamespaceConflict is registration's Processed=False reason for a
+// Cluster whose namespace belongs to another Cluster
+// (registration.ReasonNamespaceConflict).
+const reasonNamespaceConflict = "NamespaceConflict"
+
 // wrongNamespace is the failed target of a cluster whose status.namespace
-// is not the namespace the manager gives it (ClusterNamespace), or
-// nil. The agent's credential may patch its Cluster's status, so the field
-// alone would let it have its BundleDeployments written into another
-// cluster's namespace, or any namespace at all. The target carries the
-// right namespace and an error: nothing is written for the cluster, its
-// BundleDeployment there (if any) is kept as it is, and the bundle shows
-// why, until the manager has set the field back. The message leaves out
-// the value found: the agent wrote it, and the Bundle's readers are others.
+// is not the namespace the manager gives it (ClusterNamespace), or whose
+// namespace registration refused; nil otherwise. The agent's credential
+// may patch its Cluster's status, so the field alone would let it have its
+// BundleDeployments written into another cluster's namespace, or any
+// namespace at all. The target carries the right namespace and an error:
+// nothing is written for the cluster, its BundleDeployment there (if any)
+// is kept as it is, and the bundle shows why, until the manager has set
+// the field back. The message leaves out the value found: the agent wrote
+// it, and the Bundle's readers are others.
 // An empty value is the same case (cleared by the agent, or the Cluster
 // restored from a backup without status), and also that of a cluster
-// registration has not given a namespace yet or refused one that belongs
-// to another Cluster (NamespaceConflict): for a failed target the bundle
-// controller does not keep a BundleDeployment labelled for another Cluster.
-// Without a Processed condition registration has not looked at the cluster
-// yet: the target is Pending. Once it has, an empty value is reported (a
-// conflict, or a value cleared after it was set).
-func wrongNamespace(ci ClusterInfo) *Target {
+// registration has not given a namespace yet. Without a Processed
+// condition registration has not looked at the cluster yet: the target is
+// Pending, for PendingWindow after its creation (see pendingUntil). Once
+// registration has processed it, or the window is over, an empty value is
+// reported (a value cleared after it was set, a Cluster registration never
+// got to).
+// A cluster refused for NamespaceConflict gets a Refused target whatever
+// its status says, even the computed namespace (its agent may write it):
+// that namespace is another Cluster's.
+func wrongNamespace(ci ClusterInfo, now time.Time) *Target {
 	c := ci.Cluster
 	want := ClusterNamespace(c.Namespace, c.Name)
-	if c.Status.Namespace == want {
+	cond := meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionProcessed)
+	refused := cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == reasonNamespaceConflict
+	if c.Status.Namespace == want && !refused {
 		return nil
 	}
 	fixed := c.DeepCopy()
 	fixed.Status.Namespace = want
-	err := fmt.Errorf("status.namespace is not the cluster's namespace %s; nothing is deployed until the manager restores it", want)
-	pending := false
-	if c.Status.Namespace == "" {
-		err = fmt.Errorf("cluster has no namespace yet (status.namespace is empty, see the Cluster's Processed condition); nothing is deployed until the manager sets it to %s", want)
-		pending = meta.FindStatusCondition(c.Status.Conditions, fleet.ConditionProcessed) == nil
+	t := &Target{Cluster: fixed, Info: ci, Refused: refused}
+	switch {
+	case refused:
+		t.Err = fmt.Errorf("registration refused the cluster's namespace %s: it belongs to another Cluster (see the Cluster's Processed condition); nothing is deployed for this cluster", want)
+	case c.Status.Namespace == "":
+		t.Err = fmt.Errorf("cluster has no namespace yet (status.namespace is empty, see the Cluster's Processed condition); nothing is deployed until the manager sets it to %s", want)
+		if cond == nil {
+			t.Pending, t.PendingUntil = pendingUntil(c, now)
+		}
+	default:
+		t.Err = fmt.Errorf("status.namespace is not the cluster's namespace %s; nothing is deployed until the manager restores it", want)
 	}
-	return &Target{Cluster: fixed, Info: ci, Err: err, Pending: pending}
+	return t
+}
+
+// pendingUntil reports whether a Cluster registration has not processed
+// yet is still Pending at now, and until when: PendingWindow after its
+// creation, unbounded for a zero now.
+func pendingUntil(c *fleet.Cluster, now time.Time) (bool, time.Time) {
+	if now.IsZero() {
+		return true, time.Time{}
+	}
+	until := c.CreationTimestamp.Add(PendingWindow)
+	return now.Before(until), until
 }
 
 // selection is Fleet's deploy decision and customization choice for one

@@ -137,3 +137,22 @@ func TestMatchAnyCountsPartitions(t *testing.T) {
 		t.Fatal("MatchAny = false for a cluster a partition may choose through the invalid group")
 	}
 }
+
+// TestMatchAnyIgnoresPartitionOnlyMatch: a valid partition matching a
+// cluster no target selects does not make the cluster's events reconcile
+// the bundle.
+func TestMatchAnyIgnoresPartitionOnlyMatch(t *testing.T) {
+	b := &fleet.Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "app"}}
+	b.Spec.Targets = []fleet.BundleTarget{{ClusterName: "other"}}
+	b.Spec.RolloutStrategy = &fleet.RolloutStrategy{Partitions: []fleet.Partition{{Name: "p", ClusterSelector: &metav1.LabelSelector{}}}}
+	bm, err := NewBundleMatcher(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bm.MatchAny(infos(nil, cluster("a"))[0]) {
+		t.Fatal("MatchAny = true for a cluster only a partition matches")
+	}
+	if !bm.MatchAny(infos(nil, cluster("other"))[0]) {
+		t.Fatal("MatchAny = false for the targeted cluster")
+	}
+}

@@ -19,8 +19,12 @@ type Preview struct {
 	// Plans are the targets that can be deployed, with their deployments
 	// as the rollout would leave them.
 	Plans []*target.Plan
-	// Failed are targets whose options could not be computed.
-	Failed  []*target.Target
+	// Failed are targets whose options could not be computed, as the
+	// Bundle's status would report them.
+	Failed []*target.Target
+	// Pending are failed targets of clusters registration has not
+	// processed yet, which the Bundle's status leaves out (target.Pending).
+	Pending []*target.Target
 	Rollout *target.Result
 	// Existing maps cluster namespace → current deployment.
 	Existing map[string]*fleet.BundleDeployment
@@ -72,7 +76,11 @@ func PreviewBundle(ctx context.Context, r client.Reader, b *fleet.Bundle) (*Prev
 			keep[t.Cluster.Status.Namespace] = true
 		}
 		if t.Err != nil {
-			p.Failed = append(p.Failed, t)
+			if t.Pending {
+				p.Pending = append(p.Pending, t)
+			} else {
+				p.Failed = append(p.Failed, t)
+			}
 			continue
 		}
 		plan := &target.Plan{Target: t}

@@ -17,8 +17,14 @@ import (
 // second one (NamespaceConflict, no status.namespace); that one must not
 // hold on to the owner's deployment after the bundle stopped targeting the
 // owner. A deployment without the cluster labels names no other Cluster
-// and is kept: an unknown owner is no reason to delete.
+// and is kept: an unknown owner is no reason to delete. A Refused target
+// (registration refused the cluster's namespace) keeps nothing, not even a
+// deployment labelled for its own cluster: the namespace is the owner's,
+// whose agent would run it.
 func keeps(t *target.Target, bd *fleet.BundleDeployment) bool {
+	if t.Refused {
+		return false
+	}
 	if t.Err == nil || bd == nil {
 		return true
 	}

@@ -27,23 +27,27 @@ func TestKeeps(t *testing.T) {
 	}
 	failed := errors.New("cluster has no namespace yet")
 	cases := []struct {
-		name string
-		err  error
-		bd   *fleet.BundleDeployment
-		want bool
+		name    string
+		err     error
+		bd      *fleet.BundleDeployment
+		want    bool
+		refused bool
 	}{
-		{"deploying target, its own deployment", nil, bdOf("ws", "b"), true},
-		{"deploying target, none yet", nil, nil, true},
-		{"failed target, none there", failed, nil, true},
-		{"failed target, its own deployment", failed, bdOf("ws", "b"), true},
-		{"failed target, deployment without cluster labels", failed, bdOf("", ""), true},
-		{"failed target, another cluster's deployment", failed, bdOf("ws", "a"), false},
-		{"failed target, same name in another workspace", failed, bdOf("other", "b"), false},
-		{"failed target, only the name label, another", failed, bdOf("", "a"), false},
+		{name: "deploying target, its own deployment", err: nil, bd: bdOf("ws", "b"), want: true},
+		{name: "deploying target, none yet", err: nil, bd: nil, want: true},
+		{name: "failed target, none there", err: failed, bd: nil, want: true},
+		{name: "failed target, its own deployment", err: failed, bd: bdOf("ws", "b"), want: true},
+		{name: "failed target, deployment without cluster labels", err: failed, bd: bdOf("", ""), want: true},
+		{name: "failed target, another cluster's deployment", err: failed, bd: bdOf("ws", "a"), want: false},
+		{name: "failed target, same name in another workspace", err: failed, bd: bdOf("other", "b"), want: false},
+		{name: "failed target, only the name label, another", err: failed, bd: bdOf("", "a"), want: false},
+		{name: "refused target, its own deployment in the owner's namespace", err: failed, bd: bdOf("ws", "b"), refused: true},
+		{name: "refused target, the owner's deployment", err: failed, bd: bdOf("ws", "a"), refused: true},
+		{name: "refused target, deployment without cluster labels", err: failed, bd: bdOf("", ""), refused: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := keeps(&target.Target{Cluster: cl, Err: c.err}, c.bd); got != c.want {
+			if got := keeps(&target.Target{Cluster: cl, Err: c.err, Refused: c.refused}, c.bd); got != c.want {
 				t.Fatalf("keeps = %v, want %v", got, c.want)
 			}
 		})

@@ -22,6 +22,10 @@ import (
 // cluster without status.namespace.
 const noNamespaceMsg = "cluster has no namespace yet"
 
+// refusedMsg is what it says of a cluster registration refused a
+// namespace that belongs to another Cluster.
+const refusedMsg = "registration refused the cluster's namespace"
+
 // bundleReadyMentions waits until the Bundle's Ready condition is False and
 // contains every one of want.
 func bundleReadyMentions(t *testing.T, ctx context.Context, ws, name string, want ...string) {
@@ -168,10 +172,10 @@ func TestConflictingClusterKeepsNoOtherDeployment(t *testing.T) {
 		}
 		return nil
 	})
-	bundleReadyMentions(t, ctx, ws, "both", "cluster "+ws+"/"+conflictRefused+": "+noNamespaceMsg)
+	bundleReadyMentions(t, ctx, ws, "both", "cluster "+ws+"/"+conflictRefused+": "+refusedMsg)
 
 	update(t, ctx, moved, false, func() { moved.Spec.Targets = []fleet.BundleTarget{{ClusterName: conflictRefused}} })
-	bundleReadyMentions(t, ctx, ws, "moved", "cluster "+ws+"/"+conflictRefused+": "+noNamespaceMsg)
+	bundleReadyMentions(t, ctx, ws, "moved", "cluster "+ws+"/"+conflictRefused+": "+refusedMsg)
 	eventually(t, 60*time.Second, func() error {
 		_, err := ownerOf("moved")
 		if err == nil {
@@ -188,6 +192,7 @@ func TestConflictingClusterKeepsNoOtherDeployment(t *testing.T) {
 		}
 		return nil
 	})
+	refusedKeepsNothing(t, ctx, refused, nsX, ownerOf)
 }
 
 // TestRewrittenClusterNamespaceMarksNoOtherDeployment: agent A, offline
@@ -285,5 +290,5 @@ func TestUnregisteredClusterNotReported(t *testing.T) {
 		meta.SetStatusCondition(&fresh.Status.Conditions, metav1.Condition{Type: fleet.ConditionProcessed, Status: metav1.ConditionFalse,
 			Reason: "NamespaceConflict", Message: "namespace taken"})
 	})
-	bundleReadyMentions(t, ctx, ws, "app", "cluster "+ws+"/fresh: "+noNamespaceMsg, nsFresh)
+	bundleReadyMentions(t, ctx, ws, "app", "cluster "+ws+"/fresh: "+refusedMsg, nsFresh)
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,6 +214,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	plans := make([]*target.Plan, 0, len(targets))
 	keep := map[string]bool{}
 	var failed []*target.Target
+	var pendingEnds time.Duration
 	for _, t := range targets {
 		if keeps(t, existing[t.Cluster.Status.Namespace]) {
 			keep[t.Cluster.Status.Namespace] = true
@@ -223,6 +223,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 			if !t.Pending {
 				failed = append(failed, t)
 			}
+			pendingEnds = sooner(pendingEnds, pendingLeft(t, in.Now))
 			continue
 		}
 		p := &target.Plan{Target: t}
@@ -282,7 +283,16 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, b *fleet.Bundle) (ctr
 	if rollout.NewlyCreated >= rollout.MaxNew && pendingCreations(plans) {
 		return ctrl.Result{RequeueAfter: moreToCreate}, nil
 	}
-	return ctrl.Result{RequeueAfter: jitter(resync)}, nil
+	return ctrl.Result{RequeueAfter: sooner(jitter(resync), pendingEnds)}, nil
+}
+
+// pendingLeft is how long until t stops being Pending (0: not Pending), a
+// little after, so that the pass that follows reports it.
+func pendingLeft(t *target.Target, now time.Time) time.Duration {
+	if !t.Pending || t.PendingUntil.IsZero() {
+		return 0
+	}
+	return jitter(t.PendingUntil.Sub(now) + time.Second)
 }
 
 // planCopy copies what a pass may modify of a cached deployment: its
@@ -315,8 +325,8 @@ func TargetInput(ctx context.Context, r client.Reader, b *fleet.Bundle, manifest
 
 // targetInput is TargetInput reading Clusters from objs when it is set.
 func targetInput(ctx context.Context, r client.Reader, objs *CachedObjects, b *fleet.Bundle, manifestID string) (target.Input, error) {
-	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline}
-	namespaces, err := bundleNamespaces(ctx, r, b)
+	in := target.Input{Bundle: b, ManifestID: manifestID, Offline: IsOffline, Now: time.Now()}
+	namespaces, err := bundleNamespaces(ctx, r, objs, b)
 	if err != nil {
 		return in, err
 	}
@@ -386,10 +396,11 @@ func pointers[T any](items []T) []*T {
 // BundleNamespaceMappings of its namespace that select the bundle. A
 // mapping that could select it but cannot be evaluated is an error
 // (mappedNamespaces), not skipped: skipping would drop the clusters of
-// the namespaces it maps and delete their deployments. Mappings are
+// the namespaces it maps and delete their deployments (objs, when set,
+// tells which deployments the bundle has). Mappings are
 // looked at by name, so that with several invalid ones the bundle's
 // message names the same one on every reconcile.
-func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]string, error) {
+func bundleNamespaces(ctx context.Context, r client.Reader, objs *CachedObjects, b *fleet.Bundle) ([]string, error) {
 	out := []string{b.Namespace}
 	mappings := &fleet.BundleNamespaceMappingList{}
 	if err := r.List(ctx, mappings, client.InNamespace(b.Namespace)); err != nil {
@@ -397,9 +408,9 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 	}
 	sort.Slice(mappings.Items, func(i, j int) bool { return mappings.Items[i].Name < mappings.Items[j].Name })
 	seen := map[string]bool{b.Namespace: true}
-	withClusters := func(sel labels.Selector) (bool, error) { return namespacesHoldClusters(ctx, r, sel, b.Namespace) }
+	deployed := newMappedDeployments(ctx, r, objs, b)
 	for i := range mappings.Items {
-		nsel, err := mappedNamespaces(&mappings.Items[i], b, withClusters)
+		nsel, err := mappedNamespaces(&mappings.Items[i], b, deployed.atRisk)
 		if err != nil {
 			return nil, err
 		}
@@ -418,28 +429,6 @@ func bundleNamespaces(ctx context.Context, r client.Reader, b *fleet.Bundle) ([]
 		}
 	}
 	return out, nil
-}
-
-// namespacesHoldClusters reports whether a namespace selected by sel,
-// other than own (always the bundle's), holds a Cluster.
-func namespacesHoldClusters(ctx context.Context, r client.Reader, sel labels.Selector, own string) (bool, error) {
-	nsList := &corev1.NamespaceList{}
-	if err := r.List(ctx, nsList, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return false, err
-	}
-	for _, ns := range nsList.Items {
-		if ns.Name == own {
-			continue
-		}
-		clusters := &fleet.ClusterList{}
-		if err := r.List(ctx, clusters, client.InNamespace(ns.Name), client.UnsafeDisableDeepCopy); err != nil {
-			return false, err
-		}
-		if len(clusters.Items) > 0 {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // existingDeployments maps cluster namespace → the bundle's deployment there.

@@ -45,14 +45,18 @@ func (e *MappingError) Unwrap() error { return e.Err }
 
 // mappedNamespaces returns the selector of the namespaces m maps to b, nil
 // when m does not select b (or lacks a selector, as in Rancher Fleet). A
-// selector that cannot be evaluated is an error when it decides: the
-// namespaceSelector once the bundleSelector matches or cannot be
-// evaluated; the bundleSelector unless the namespaceSelector selects no
-// namespace other than b's holding a Cluster (withClusters answers that):
-// then the mapping cannot change the bundle's clusters, and stalling every
-// Bundle of the namespace for it would help no one. Pure but for
-// withClusters.
-func mappedNamespaces(m *fleet.BundleNamespaceMapping, b *fleet.Bundle, withClusters func(labels.Selector) (bool, error)) (labels.Selector, error) {
+// selector that cannot be evaluated is an error only where skipping m
+// could cost b something:
+//   - a valid bundleSelector that matches b with an invalid
+//     namespaceSelector: m is meant for b, and what it maps is unknown;
+//   - an invalid bundleSelector: only when atRisk reports a deployment of
+//     b on a Cluster of a namespace the namespaceSelector selects (any
+//     namespace other than b's when that selector is invalid too). One
+//     typo in a bundleSelector would otherwise stall every Bundle of the
+//     namespace, including those m could never have mapped anywhere.
+//
+// Otherwise m is skipped. Pure but for atRisk.
+func mappedNamespaces(m *fleet.BundleNamespaceMapping, b *fleet.Bundle, atRisk func(labels.Selector) (bool, error)) (labels.Selector, error) {
 	if m.BundleSelector == nil || m.NamespaceSelector == nil {
 		return nil, nil
 	}
@@ -61,20 +65,21 @@ func mappedNamespaces(m *fleet.BundleNamespaceMapping, b *fleet.Bundle, withClus
 		return nil, nil
 	}
 	nsel, err := metav1.LabelSelectorAsSelector(m.NamespaceSelector)
-	if err != nil && berr == nil {
-		return nil, mappingError(m, "namespaceSelector", err)
-	}
 	if berr == nil {
+		if err != nil {
+			return nil, mappingError(m, "namespaceSelector", err)
+		}
 		return nsel, nil
 	}
-	if err == nil {
-		found, err := withClusters(nsel)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, nil
-		}
+	if err != nil {
+		nsel = nil
+	}
+	lose, rerr := atRisk(nsel)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if !lose {
+		return nil, nil
 	}
 	return nil, mappingError(m, "bundleSelector", berr)
 }

@@ -14,9 +14,11 @@ import (
 )
 
 // TestMappedNamespaces: a mapping selector that cannot be evaluated is an
-// error whenever it decides whether the mapping applies to the bundle; an
-// invalid bundleSelector does not when the namespaceSelector selects no
-// namespace holding Clusters.
+// error only where skipping the mapping could cost the bundle something:
+// a matching bundleSelector with an invalid namespaceSelector, or an
+// invalid bundleSelector while the bundle deploys to a Cluster of a
+// namespace the mapping could select (atRisk; any namespace when the
+// namespaceSelector is invalid too).
 func TestMappedNamespaces(t *testing.T) {
 	match := func(k, v string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
@@ -28,28 +30,32 @@ func TestMappedNamespaces(t *testing.T) {
 		bsel, nsel *metav1.LabelSelector
 		wantField  string // field named in the error, "" for none
 		wantSel    bool
-		// clusters: the namespaceSelector selects a namespace holding
-		// Clusters.
-		clusters bool
+		// atRisk: the bundle deploys to a Cluster of a namespace the
+		// selector passed to atRisk selects.
+		atRisk bool
 	}{
 		{name: "selects", bsel: match("app", "x"), nsel: match("team", "t"), wantSel: true},
 		{name: "does not select", bsel: match("app", "y"), nsel: match("team", "t")},
 		{name: "a nil selector never matches", bsel: nil, nsel: bad},
-		{name: "invalid bundleSelector", bsel: bad, nsel: match("team", "t"), clusters: true, wantField: "bundleSelector"},
-		{name: "invalid bundleSelector mapping to no namespace with clusters", bsel: bad, nsel: match("team", "t")},
-		{name: "invalid bundleSelector and namespaceSelector", bsel: bad, nsel: bad, wantField: "bundleSelector"},
+		{name: "invalid bundleSelector, deployment in a selected namespace", bsel: bad, nsel: match("team", "t"), atRisk: true, wantField: "bundleSelector"},
+		{name: "invalid bundleSelector, no deployment in a selected namespace", bsel: bad, nsel: match("team", "t")},
+		{name: "invalid bundleSelector and namespaceSelector, deployment outside", bsel: bad, nsel: bad, atRisk: true, wantField: "bundleSelector"},
+		{name: "invalid bundleSelector and namespaceSelector, no deployment outside", bsel: bad, nsel: bad},
 		{name: "invalid namespaceSelector of a selecting mapping", bsel: match("app", "x"), nsel: bad, wantField: "namespaceSelector"},
 		{name: "invalid namespaceSelector of another bundle's mapping", bsel: match("app", "y"), nsel: bad},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fleet.BundleNamespaceMapping{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "m"}, BundleSelector: tc.bsel, NamespaceSelector: tc.nsel}
-			withClusters := func(sel labels.Selector) (bool, error) {
-				if !sel.Matches(labels.Set{"team": "t"}) {
-					t.Errorf("asked for clusters with selector %v, want the namespaceSelector", sel)
+			atRisk := func(sel labels.Selector) (bool, error) {
+				switch {
+				case tc.nsel == bad && sel != nil:
+					t.Errorf("asked with selector %v, want nil (any namespace) for an invalid namespaceSelector", sel)
+				case tc.nsel != bad && (sel == nil || !sel.Matches(labels.Set{"team": "t"})):
+					t.Errorf("asked with selector %v, want the namespaceSelector", sel)
 				}
-				return tc.clusters, nil
+				return tc.atRisk, nil
 			}
-			sel, err := mappedNamespaces(m, b, withClusters)
+			sel, err := mappedNamespaces(m, b, atRisk)
 			if tc.wantField == "" {
 				if err != nil || (sel != nil) != tc.wantSel {
 					t.Fatalf("selector %v, err %v; want selector %v, no error", sel, err, tc.wantSel)
