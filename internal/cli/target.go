@@ -171,6 +171,9 @@ func previewRows(b *fleet.Bundle, p *bundle.Preview) []TargetRow {
 	for _, t := range p.Failed {
 		rows = append(rows, TargetRow{Bundle: key, Cluster: t.Key(), Target: t.TargetName, Customizations: t.Customizations, Action: "error (left as is)", Error: t.Err.Error()})
 	}
+	for _, t := range p.Pending {
+		rows = append(rows, TargetRow{Bundle: key, Cluster: t.Key(), Target: t.TargetName, Customizations: t.Customizations, Action: "pending registration (left as is)", Error: t.Err.Error()})
+	}
 	for _, bd := range p.Orphans {
 		rows = append(rows, TargetRow{Bundle: key, Cluster: bd.Labels[fleet.ClusterNamespaceLabel] + "/" + bd.Labels[fleet.ClusterLabel], Action: "delete"})
 	}

@@ -74,7 +74,10 @@ func TestBadInputCatalogue(t *testing.T) {
 		{name: "path escaping the checkout", files: map[string]string{"a.yaml": ""}, paths: []string{"../"}, want: "outside the repository"},
 		// A leading "/" is the repository root, as in Rancher Fleet.
 		{name: "absolute path", files: map[string]string{"a.yaml": ""}, paths: []string{"/etc"}, want: `path "etc" does not exist`},
-		{name: "two bundles, one name", files: map[string]string{"a/fleet.yaml": "name: same\n", "b/fleet.yaml": "name: same\n"}, want: `"same"`},
+		{name: "two bundles, one name", files: map[string]string{
+			"a/fleet.yaml": "name: same\n", "a/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+			"b/fleet.yaml": "name: same\n", "b/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+		}, want: `"same"`},
 	}
 	for _, tc := range readerCases {
 		dir := t.TempDir()
