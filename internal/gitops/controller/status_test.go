@@ -236,6 +236,16 @@ func TestEventsOnlyOnChange(t *testing.T) {
 	if ev := eventsFor(&rejected, &ok); len(ev) != 1 || ev[0].reason != "Recovered" {
 		t.Fatalf("recovery from a rejected bundle %v", ev)
 	}
+	// Every reason the Bundle controller rejects a Bundle with is one.
+	for _, reason := range []string{"InvalidName", "InvalidClusterGroup", "InvalidBundleNamespaceMapping"} {
+		stalled := fleet.GitRepoStatus{Commit: "a", StatusBase: fleet.StatusBase{Conditions: readyCond(reason, "bundle app: x")}}
+		if ev := eventsFor(&ok, &stalled); len(ev) != 1 || ev[0].typ != "Warning" || ev[0].reason != reason {
+			t.Fatalf("bundle stalled with %s: %v", reason, ev)
+		}
+		if ev := eventsFor(&stalled, &ok); len(ev) != 1 || ev[0].reason != "Recovered" {
+			t.Fatalf("recovery from %s: %v", reason, ev)
+		}
+	}
 }
 
 func TestTargetsFor(t *testing.T) {

@@ -434,8 +434,10 @@ type eventInfo struct{ typ, reason, msg string }
 var failureReasons = map[string]bool{
 	ReasonPollFailed: true, ReasonFetchFailed: true, ReasonBuildFailed: true,
 	ReasonApplyFailed: true, ReasonInvalidSpec: true, ReasonRestricted: true,
-	// A Bundle the Bundle controller rejected whole.
-	bundlectl.ReasonInvalid: true, ReasonBundleFailed: true,
+	// A Bundle the Bundle controller rejected whole (its Stalled reason
+	// becomes the GitRepo's, see failedMessage).
+	bundlectl.ReasonInvalid: true, ReasonBundleFailed: true, bundlectl.ReasonInvalidName: true,
+	bundlectl.ReasonInvalidClusterGroup: true, bundlectl.ReasonInvalidMapping: true,
 }
 
 // eventsFor compares two statuses and names the events a user should see.
